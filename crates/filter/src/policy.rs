@@ -1,0 +1,87 @@
+//! The storage-engine plug-in: how an SSTable builds and consults its filter block.
+//!
+//! A table writer feeds every user key of the table to a [`FilterBuilder`] and stores the
+//! bytes of `finish()` as the table's filter block, recording [`FilterPolicy::name`]
+//! beside it. A table reader opens a [`FilterReader`] over those bytes once, keeps it in
+//! memory, and asks it about every lookup before touching a data block:
+//!
+//! ```text
+//! builder:  (add_key | add_hash)* finish
+//! reader:   open_reader(block) then may_contain / may_contain_hash, any number of times
+//! ```
+//!
+//! A filter may say "maybe" for a key it never saw (a false positive: one wasted read),
+//! but never "no" for a key it did see. A block that cannot be decoded makes
+//! `open_reader` fail; the caller then reads the table without a filter ("fail open"):
+//! a damaged filter costs speed, never data.
+
+use std::fmt;
+
+use crate::error::FilterError;
+use crate::hash::KeyHash;
+
+/// Builds filter blocks and opens readers over them. Shared by every table of a store.
+pub trait FilterPolicy: Send + Sync + fmt::Debug {
+    /// A stable name written into each table, so a changed encoding is never misread.
+    fn name(&self) -> &str;
+
+    /// The number of filter bits this policy spends per key.
+    fn bits_per_key(&self) -> f64;
+
+    /// A fresh builder for one table's filter block.
+    fn new_builder(&self) -> Box<dyn FilterBuilder>;
+
+    /// Validates `block` (length, checksum, version, sizes) and opens a reader over it.
+    fn open_reader(&self, block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError>;
+}
+
+/// Accumulates one table's keys and produces its filter block.
+pub trait FilterBuilder: Send {
+    /// Adds a key; equivalent to `add_hash(KeyHash::of(key))`.
+    fn add_key(&mut self, key: &[u8]) {
+        self.add_hash(KeyHash::of(key));
+    }
+
+    /// Adds a key by its hash.
+    fn add_hash(&mut self, hash: KeyHash);
+
+    /// Keys added so far.
+    fn num_keys(&self) -> u64;
+
+    /// Encodes the filter block for the keys added so far and resets the builder.
+    fn finish(&mut self) -> Vec<u8>;
+}
+
+/// Answers membership queries over one decoded filter block. Kept in memory per table.
+pub trait FilterReader: Send + Sync + fmt::Debug {
+    /// `false` means the key is certainly absent; `true` means it may be present.
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.may_contain_hash(KeyHash::of(key))
+    }
+
+    /// As [`may_contain`](Self::may_contain), for a key already hashed with [`KeyHash::of`].
+    fn may_contain_hash(&self, hash: KeyHash) -> bool;
+
+    /// Describes the decoded filter (layout, sizes, probes, fill).
+    fn info(&self) -> FilterInfo;
+
+    /// Heap bytes the reader holds.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// What a filter block says about itself; shown by `bloomkv inspect`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FilterInfo {
+    /// Layout name: `"standard"` or `"cache-local"`.
+    pub layout: &'static str,
+    /// Bits in the filter's array.
+    pub num_bits: u64,
+    /// Keys the filter was built from.
+    pub num_keys: u64,
+    /// Probes per key.
+    pub num_probes: u32,
+    /// Fraction of bits set.
+    pub fill_ratio: f64,
+    /// False-positive rate predicted for this filter's bits, keys and probes.
+    pub estimated_fp_rate: f64,
+}

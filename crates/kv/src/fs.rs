@@ -1,0 +1,222 @@
+//! The one file layer every store file operation goes through.
+//!
+//! The store never calls `std::fs` directly: it asks a [`FileSystem`]. The default,
+//! [`OsFileSystem`], maps each call onto the operating system; tests wrap it to inject
+//! faults (fail the Nth operation, short writes, lose everything after the last fsync).
+//!
+//! Reads of table files are positioned reads (`pread`): one call is one read syscall,
+//! which is what lets the store's `data_block_reads` be checked against the kernel's
+//! own count in `/proc/self/io`.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A file opened for appending: the WAL, a table or manifest being written.
+pub trait WritableFile: Send {
+    /// Appends all of `buf`.
+    fn append(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes everything appended so far durable (`fdatasync`).
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+/// A file opened for positioned reads: a table.
+pub trait RandomAccessFile: Send + Sync {
+    /// Reads exactly `buf.len()` bytes at `offset` with one positioned read.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// The file's length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Hints the OS to drop this file's cached pages (for cold-cache benchmarks).
+    fn drop_cache(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The store's view of a file system. All paths are absolute or relative to the cwd.
+pub trait FileSystem: Send + Sync + fmt::Debug {
+    /// Creates (or truncates) a file for writing.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for appending at its end.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens a file for positioned reads.
+    fn open_random(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole file (the WAL and the manifest).
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// Atomically renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Deletes a file.
+    fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes a directory's entries (creations, renames, deletions) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates a directory and its parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// The names of the entries in `dir`.
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Whether `path` exists.
+    fn exists(&self, path: &Path) -> bool;
+    /// Takes an exclusive advisory lock on `path` (created if missing), held until the
+    /// returned guard is dropped. Fails with `WouldBlock` if another holder has it.
+    fn lock(&self, path: &Path) -> io::Result<FileLock>;
+}
+
+/// An exclusive lock on a file, released on drop.
+pub struct FileLock {
+    _file: Option<File>,
+    path: PathBuf,
+}
+
+impl FileLock {
+    /// A lock that holds nothing, for in-memory test file systems.
+    pub fn detached(path: &Path) -> FileLock {
+        FileLock {
+            _file: None,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// The locked path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl fmt::Debug for FileLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileLock").field("path", &self.path).finish()
+    }
+}
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsFileSystem;
+
+struct OsWritable(File);
+
+impl WritableFile for OsWritable {
+    fn append(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+struct OsRandom(File);
+
+impl RandomAccessFile for OsRandom {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(&self.0, buf, offset)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.metadata()?.len())
+    }
+
+    fn drop_cache(&self) -> io::Result<()> {
+        drop_page_cache(&self.0)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn drop_page_cache(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `posix_fadvise` only reads its integer arguments; the descriptor is valid
+    // for the duration of the call because `file` is borrowed.
+    let rc = unsafe { libc_fadvise(file.as_raw_fd(), 0, 0, POSIX_FADV_DONTNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+#[cfg(target_os = "linux")]
+const POSIX_FADV_DONTNEED: i32 = 4;
+
+#[cfg(target_os = "linux")]
+extern "C" {
+    #[link_name = "posix_fadvise"]
+    fn libc_fadvise(fd: i32, offset: i64, len: i64, advice: i32) -> i32;
+}
+
+#[cfg(not(target_os = "linux"))]
+fn drop_page_cache(_file: &File) -> io::Result<()> {
+    Ok(())
+}
+
+impl FileSystem for OsFileSystem {
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        Ok(Box::new(OsWritable(file)))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new().append(true).open(path)?;
+        Ok(Box::new(OsWritable(file)))
+    }
+
+    fn open_random(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
+        Ok(Arc::new(OsRandom(File::open(path)?)))
+    }
+
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        fs::read(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<FileLock> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(FileLock {
+                _file: Some(file),
+                path: path.to_path_buf(),
+            }),
+            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "lock held by another instance",
+            )),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Counters of what the read path decided and what it read.
+//!
+//! Names mirror RocksDB's tickers so results compare directly:
+//!
+//! | counter | RocksDB ticker | meaning |
+//! |---|---|---|
+//! | `filter_negatives` | `BLOOM_FILTER_USEFUL` | filter said "absent": a data-block read avoided |
+//! | `filter_positives` | `BLOOM_FILTER_FULL_POSITIVE` | filter said "maybe" |
+//! | `filter_true_positives` | `BLOOM_FILTER_FULL_TRUE_POSITIVE` | ...and the key was there |
+//! | `data_block_reads` | `BLOCK_CACHE_MISS`-ish | positioned reads of table files |
+//!
+//! Each counter is bumped on the line that makes the decision it counts. The observed
+//! false-positive rate is `(positives - true_positives) / (positives - true_positives +
+//! negatives)`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+/// Live counters, shared by every table of one store. Relaxed atomics: they are
+/// statistics, not synchronisation.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// `get` calls.
+    pub gets: AtomicU64,
+    /// `get`s answered by a memtable (value or tombstone).
+    pub memtable_hits: AtomicU64,
+    /// Tables whose key range covered a looked-up key.
+    pub table_probes: AtomicU64,
+    /// Filter consultations.
+    pub filter_checks: AtomicU64,
+    /// Filter said "absent": the read it saved.
+    pub filter_negatives: AtomicU64,
+    /// Filter said "maybe".
+    pub filter_positives: AtomicU64,
+    /// Filter said "maybe" and the table held the key.
+    pub filter_true_positives: AtomicU64,
+    /// Positioned reads of table files (one per syscall).
+    pub data_block_reads: AtomicU64,
+    /// Bytes those reads returned.
+    pub bytes_read: AtomicU64,
+    /// Filter blocks that failed validation and were ignored (tables read without them).
+    pub filter_corrupt: AtomicU64,
+}
+
+/// Adds one to a counter.
+#[inline]
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Adds `n` to a counter.
+#[inline]
+pub(crate) fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A point-in-time copy of the store's counters and shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DbStats {
+    /// `get` calls.
+    pub gets: u64,
+    /// `get`s answered by a memtable.
+    pub memtable_hits: u64,
+    /// Tables whose key range covered a looked-up key.
+    pub table_probes: u64,
+    /// Filter consultations.
+    pub filter_checks: u64,
+    /// Filter said "absent" (disk reads avoided).
+    pub filter_negatives: u64,
+    /// Filter said "maybe".
+    pub filter_positives: u64,
+    /// Filter said "maybe" and the key was there.
+    pub filter_true_positives: u64,
+    /// Positioned reads of table files.
+    pub data_block_reads: u64,
+    /// Bytes read from table files.
+    pub bytes_read: u64,
+    /// Filters ignored because they failed validation.
+    pub filter_corrupt: u64,
+    /// Live tables per level, L0 first.
+    pub tables_per_level: Vec<usize>,
+    /// Bytes of filter held in memory across all live tables.
+    pub filter_memory_bytes: u64,
+}
+
+impl DbStats {
+    /// False positives: "maybe" answers for keys the table did not hold.
+    pub fn false_positives(&self) -> u64 {
+        self.filter_positives
+            .saturating_sub(self.filter_true_positives)
+    }
+
+    /// Observed false-positive rate over filter checks of absent keys, or 0 if none.
+    pub fn observed_fp_rate(&self) -> f64 {
+        let fp = self.false_positives();
+        let absent = fp + self.filter_negatives;
+        if absent == 0 {
+            0.0
+        } else {
+            fp as f64 / absent as f64
+        }
+    }
+
+    /// Total live tables.
+    pub fn num_tables(&self) -> usize {
+        self.tables_per_level.iter().sum()
+    }
+}
+
+impl Counters {
+    /// Copies the counters (shape fields are filled in by the store).
+    pub fn snapshot(&self) -> DbStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        DbStats {
+            gets: get(&self.gets),
+            memtable_hits: get(&self.memtable_hits),
+            table_probes: get(&self.table_probes),
+            filter_checks: get(&self.filter_checks),
+            filter_negatives: get(&self.filter_negatives),
+            filter_positives: get(&self.filter_positives),
+            filter_true_positives: get(&self.filter_true_positives),
+            data_block_reads: get(&self.data_block_reads),
+            bytes_read: get(&self.bytes_read),
+            filter_corrupt: get(&self.filter_corrupt),
+            tables_per_level: Vec::new(),
+            filter_memory_bytes: 0,
+        }
+    }
+}
