@@ -4,10 +4,13 @@
 //! Bloom filter block and skips the disk read when the filter says "absent".
 
 mod error;
+pub mod filename;
 pub mod fs;
 mod stats;
 mod types;
+pub mod write_batch;
 
 pub use error::{Error, Result};
 pub use stats::{Counters, DbStats};
 pub use types::{Entry, SeqNo, ValueKind};
+pub use write_batch::WriteBatch;

@@ -1,0 +1,188 @@
+//! The names of the files in a store directory.
+//!
+//! Every file the store creates has a name this module builds, and every name it
+//! builds it can parse back, so that cleanup deletes only files the store made:
+//!
+//! ```text
+//! 000042.sst       a live (or obsolete) table, file number 42
+//! 000042.sst.tmp   a table being written; renamed to 000042.sst once synced
+//! 000017.wal       a write-ahead log, file number 17
+//! MANIFEST         the list of live tables (see `manifest`)
+//! MANIFEST.tmp     a manifest being written; renamed to MANIFEST once synced
+//! LOCK             held while a store has the directory open
+//! ```
+//!
+//! File numbers come from one counter (`next_file_number` in the manifest), so a
+//! table and a log never share a number. Numbers are printed with at least six digits;
+//! larger numbers simply print wider. A name parses only if it is exactly what this
+//! module would print (`42.sst` or `0000042.sst` are not the store's files).
+
+use std::path::{Path, PathBuf};
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "MANIFEST";
+/// The name a new manifest is written under before it is renamed to [`MANIFEST`].
+pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
+/// The lock file's name.
+pub const LOCK: &str = "LOCK";
+
+const TABLE_SUFFIX: &str = ".sst";
+const TEMP_TABLE_SUFFIX: &str = ".sst.tmp";
+const WAL_SUFFIX: &str = ".wal";
+
+/// What a file in a store directory is, as told by its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileKind {
+    /// `{number:06}.sst`: a table.
+    Table(u64),
+    /// `{number:06}.sst.tmp`: a table still being written (garbage after a crash).
+    TempTable(u64),
+    /// `{number:06}.wal`: a write-ahead log.
+    Wal(u64),
+    /// `MANIFEST`.
+    Manifest,
+    /// `MANIFEST.tmp` (garbage after a crash).
+    ManifestTemp,
+    /// `LOCK`.
+    Lock,
+}
+
+/// `{number:06}.sst`
+pub fn table_file_name(number: u64) -> String {
+    format!("{number:06}{TABLE_SUFFIX}")
+}
+
+/// `{number:06}.sst.tmp`
+pub fn temp_table_file_name(number: u64) -> String {
+    format!("{number:06}{TEMP_TABLE_SUFFIX}")
+}
+
+/// `{number:06}.wal`
+pub fn wal_file_name(number: u64) -> String {
+    format!("{number:06}{WAL_SUFFIX}")
+}
+
+/// `dir/{number:06}.sst`
+pub fn table_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(table_file_name(number))
+}
+
+/// `dir/{number:06}.sst.tmp`
+pub fn temp_table_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(temp_table_file_name(number))
+}
+
+/// `dir/{number:06}.wal`
+pub fn wal_path(dir: &Path, number: u64) -> PathBuf {
+    dir.join(wal_file_name(number))
+}
+
+/// `dir/MANIFEST`
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(MANIFEST)
+}
+
+/// `dir/MANIFEST.tmp`
+pub fn manifest_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(MANIFEST_TMP)
+}
+
+/// `dir/LOCK`
+pub fn lock_path(dir: &Path) -> PathBuf {
+    dir.join(LOCK)
+}
+
+/// Tells what a directory entry is; `None` for names the store did not make.
+///
+/// ```
+/// use bloomkv_kv::filename::{parse_file_name, FileKind};
+///
+/// assert_eq!(parse_file_name("000042.sst"), Some(FileKind::Table(42)));
+/// assert_eq!(parse_file_name("1234567.wal"), Some(FileKind::Wal(1234567)));
+/// assert_eq!(parse_file_name("MANIFEST"), Some(FileKind::Manifest));
+/// assert_eq!(parse_file_name("42.sst"), None); // not how the store prints 42
+/// assert_eq!(parse_file_name("notes.txt"), None);
+/// ```
+pub fn parse_file_name(name: &str) -> Option<FileKind> {
+    match name {
+        MANIFEST => return Some(FileKind::Manifest),
+        MANIFEST_TMP => return Some(FileKind::ManifestTemp),
+        LOCK => return Some(FileKind::Lock),
+        _ => {}
+    }
+    let (stem, make): (&str, fn(u64) -> FileKind) =
+        if let Some(stem) = name.strip_suffix(TEMP_TABLE_SUFFIX) {
+            (stem, FileKind::TempTable)
+        } else if let Some(stem) = name.strip_suffix(TABLE_SUFFIX) {
+            (stem, FileKind::Table)
+        } else if let Some(stem) = name.strip_suffix(WAL_SUFFIX) {
+            (stem, FileKind::Wal)
+        } else {
+            return None;
+        };
+    if stem.is_empty() || !stem.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number: u64 = stem.parse().ok()?;
+    // Only the canonical spelling is ours: reject "42" and "0000042" for 42.
+    if format!("{number:06}") != stem {
+        return None;
+    }
+    Some(make(number))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_name_parses_back() {
+        for n in [0, 1, 42, 999_999, 1_000_000, u64::MAX] {
+            assert_eq!(
+                parse_file_name(&table_file_name(n)),
+                Some(FileKind::Table(n))
+            );
+            assert_eq!(
+                parse_file_name(&temp_table_file_name(n)),
+                Some(FileKind::TempTable(n))
+            );
+            assert_eq!(parse_file_name(&wal_file_name(n)), Some(FileKind::Wal(n)));
+        }
+        assert_eq!(parse_file_name(MANIFEST), Some(FileKind::Manifest));
+        assert_eq!(parse_file_name(MANIFEST_TMP), Some(FileKind::ManifestTemp));
+        assert_eq!(parse_file_name(LOCK), Some(FileKind::Lock));
+    }
+
+    #[test]
+    fn names_the_store_did_not_make_are_not_parsed() {
+        for name in [
+            "",
+            ".sst",
+            "42.sst",
+            "0000042.sst",
+            "+00042.sst",
+            "-00042.wal",
+            "00004a.sst",
+            "000042.SST",
+            "000042.sst.bak",
+            "000042.log",
+            "99999999999999999999.sst", // overflows u64
+            "MANIFEST.old",
+            "manifest",
+            "LOCK2",
+        ] {
+            assert_eq!(parse_file_name(name), None, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn paths_join_the_directory() {
+        let dir = Path::new("db");
+        assert_eq!(table_path(dir, 7), Path::new("db/000007.sst"));
+        assert_eq!(temp_table_path(dir, 7), Path::new("db/000007.sst.tmp"));
+        assert_eq!(wal_path(dir, 7), Path::new("db/000007.wal"));
+        assert_eq!(manifest_path(dir), Path::new("db/MANIFEST"));
+        assert_eq!(manifest_tmp_path(dir), Path::new("db/MANIFEST.tmp"));
+        assert_eq!(lock_path(dir), Path::new("db/LOCK"));
+    }
+}

@@ -1,0 +1,569 @@
+//! A write batch is a group of puts and deletes applied atomically: after a crash,
+//! either all of them are in the store or none is.
+//!
+//! Atomicity comes from the log: a batch is encoded as the payload of exactly one WAL
+//! record, and a record is either wholly present (its checksum holds) or dropped.
+//!
+//! # Payload format
+//!
+//! All integers little-endian; `varint` is LEB128 (7 bits per byte, low bits first,
+//! high bit set on every byte but the last, at most 10 bytes for a `u64`).
+//!
+//! ```text
+//! +-----------------+-------------+-------+-------+-----+-------+
+//! | base_seq: u64   | count: u32  | op 0  | op 1  | ... | op n-1|
+//! +-----------------+-------------+-------+-------+-----+-------+
+//!   0                 8             12
+//!
+//! op (put):    | kind = 1 | varint key_len | key | varint value_len | value |
+//! op (delete): | kind = 0 | varint key_len | key |
+//! ```
+//!
+//! Operation `i` gets sequence number `base_seq + i`, so later operations in a batch
+//! win over earlier ones on the same key.
+//!
+//! Decoding trusts nothing: the count is checked against the bytes present before
+//! anything is allocated (every op takes at least two bytes), every length against the
+//! bytes that remain, the kind byte against the known kinds, and no byte may follow the
+//! last op.
+
+use std::fmt;
+use std::path::Path;
+
+use byteorder::{ByteOrder, LittleEndian};
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::types::{Entry, SeqNo, ValueKind};
+
+/// Bytes before the first op: `base_seq` (8) and `count` (4).
+pub const HEADER_LEN: usize = 12;
+
+/// The fewest bytes one op can take: a kind byte and a one-byte key length.
+const MIN_OP_LEN: usize = 2;
+
+/// A group of puts and deletes that the store applies atomically.
+///
+/// Operations are applied in the order they were added; a later operation on a key
+/// overrides an earlier one in the same batch.
+///
+/// ```
+/// use bloomkv_kv::WriteBatch;
+///
+/// let mut batch = WriteBatch::new();
+/// batch.put("apple", "red");
+/// batch.put(b"banana", b"yellow");
+/// batch.delete("cherry");
+/// assert_eq!(batch.len(), 3);
+/// assert!(!batch.is_empty());
+///
+/// batch.clear();
+/// assert!(batch.is_empty());
+/// ```
+#[derive(Clone)]
+pub struct WriteBatch {
+    /// The encoded payload, with the 12-byte header reserved at the front and filled
+    /// in when the store assigns sequence numbers, so encoding copies nothing.
+    rep: Vec<u8>,
+    /// Operations added (kept wide so that `put` can never overflow; checked against
+    /// the format's `u32` when encoded).
+    count: u64,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch {
+            rep: vec![0; HEADER_LEN],
+            count: 0,
+        }
+    }
+
+    /// Adds "set `key` to `value`".
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.rep.push(ValueKind::Put as u8);
+        put_varint(&mut self.rep, key.len() as u64);
+        self.rep.extend_from_slice(key);
+        put_varint(&mut self.rep, value.len() as u64);
+        self.rep.extend_from_slice(value);
+        self.count += 1;
+    }
+
+    /// Adds "delete `key`" (a tombstone; deleting an absent key is not an error).
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.rep.push(ValueKind::Delete as u8);
+        put_varint(&mut self.rep, key.len() as u64);
+        self.rep.extend_from_slice(key);
+        self.count += 1;
+    }
+
+    /// The number of operations.
+    pub fn len(&self) -> usize {
+        usize::try_from(self.count).unwrap_or(usize::MAX)
+    }
+
+    /// Whether the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Removes every operation, keeping the allocated buffer for reuse.
+    pub fn clear(&mut self) {
+        self.rep.truncate(HEADER_LEN);
+        self.count = 0;
+    }
+
+    /// The size in bytes of the batch's encoding: what it will add to the log.
+    ///
+    /// ```
+    /// use bloomkv_kv::WriteBatch;
+    ///
+    /// let mut batch = WriteBatch::new();
+    /// let empty = batch.approximate_size();
+    /// batch.put("key", "value");
+    /// assert!(batch.approximate_size() >= empty + 8);
+    /// ```
+    pub fn approximate_size(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// Encodes the batch as a WAL record payload whose first operation gets sequence
+    /// number `base_seq`, consuming the batch (no copy).
+    ///
+    /// Fails with [`Error::InvalidArgument`] if the batch holds more than `u32::MAX`
+    /// operations or `base_seq + len` overflows.
+    pub fn into_payload(mut self, base_seq: SeqNo) -> Result<Bytes> {
+        self.write_header(base_seq)?;
+        Ok(Bytes::from(self.rep))
+    }
+
+    /// Like [`WriteBatch::into_payload`], keeping the batch (copies the encoding).
+    pub fn encode(&self, base_seq: SeqNo) -> Result<Vec<u8>> {
+        let mut rep = self.rep.clone();
+        write_header(&mut rep, base_seq, self.count)?;
+        Ok(rep)
+    }
+
+    fn write_header(&mut self, base_seq: SeqNo) -> Result<()> {
+        write_header(&mut self.rep, base_seq, self.count)
+    }
+}
+
+fn write_header(rep: &mut [u8], base_seq: SeqNo, count: u64) -> Result<()> {
+    let count32 = u32::try_from(count).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "write batch holds {count} operations, more than {}",
+            u32::MAX
+        ))
+    })?;
+    if base_seq.checked_add(count).is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "sequence numbers exhausted: {base_seq} + {count} overflows"
+        )));
+    }
+    // `rep` always starts with the reserved header.
+    if let Some(header) = rep.get_mut(..HEADER_LEN) {
+        LittleEndian::write_u64(&mut header[..8], base_seq);
+        LittleEndian::write_u32(&mut header[8..], count32);
+    }
+    Ok(())
+}
+
+impl Default for WriteBatch {
+    fn default() -> WriteBatch {
+        WriteBatch::new()
+    }
+}
+
+impl fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("len", &self.count)
+            .field("bytes", &self.rep.len())
+            .finish()
+    }
+}
+
+/// One operation of a decoded batch. Key and value share the payload's buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOp {
+    /// Put or delete.
+    pub kind: ValueKind,
+    /// The user key.
+    pub key: Bytes,
+    /// The value; empty for a delete.
+    pub value: Bytes,
+}
+
+/// A batch read back from a WAL record payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedBatch {
+    /// The sequence number of the first operation.
+    pub base_seq: SeqNo,
+    /// The operations in order; op `i` has sequence number `base_seq + i`.
+    pub ops: Vec<BatchOp>,
+}
+
+impl DecodedBatch {
+    /// The operations as entries with their sequence numbers, in batch order.
+    pub fn into_entries(self) -> impl Iterator<Item = Entry> {
+        let base = self.base_seq;
+        // `decode` checked that `base_seq + ops.len()` does not overflow.
+        self.ops.into_iter().zip(base..).map(|(op, seq)| Entry {
+            key: op.key,
+            seq,
+            kind: op.kind,
+            value: op.value,
+        })
+    }
+
+    /// The sequence number of the last operation (`None` for an empty batch).
+    pub fn last_seq(&self) -> Option<SeqNo> {
+        let n = self.ops.len() as u64;
+        n.checked_sub(1).map(|last| self.base_seq + last)
+    }
+}
+
+/// Decodes a WAL record payload; `file` names the log in errors.
+///
+/// Keys and values are zero-copy slices of `payload`. Any inconsistency (short
+/// header, a count the bytes cannot hold, a length past the end, an unknown kind,
+/// bytes after the last op, sequence numbers that overflow) is
+/// [`Error::Corruption`].
+pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
+    let corrupt = |reason: String| Error::corruption(file, format!("write batch: {reason}"));
+    if payload.len() < HEADER_LEN {
+        return Err(corrupt(format!(
+            "payload of {} bytes is shorter than the {HEADER_LEN}-byte header",
+            payload.len()
+        )));
+    }
+    let base_seq = LittleEndian::read_u64(&payload[..8]);
+    let count = LittleEndian::read_u32(&payload[8..HEADER_LEN]) as usize;
+    let body = payload.len() - HEADER_LEN;
+    // Validate the count before it sizes an allocation.
+    if count > body / MIN_OP_LEN {
+        return Err(corrupt(format!(
+            "count {count} cannot fit in {body} bytes of operations"
+        )));
+    }
+    if base_seq.checked_add(count as u64).is_none() {
+        return Err(corrupt(format!(
+            "sequence numbers overflow: base {base_seq} + count {count}"
+        )));
+    }
+    let mut ops = Vec::with_capacity(count);
+    let mut pos = HEADER_LEN;
+    for i in 0..count {
+        let at = pos;
+        let kind_byte = *payload
+            .get(pos)
+            .ok_or_else(|| corrupt(format!("count {count} but the payload ends after {i} ops")))?;
+        pos += 1;
+        let kind = ValueKind::from_u8(kind_byte).ok_or_else(|| {
+            corrupt(format!(
+                "op {i} at byte {at}: unknown kind byte {kind_byte}"
+            ))
+        })?;
+        let key = read_slice(payload, &mut pos)
+            .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad key length")))?;
+        let value = match kind {
+            ValueKind::Put => read_slice(payload, &mut pos)
+                .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad value length")))?,
+            ValueKind::Delete => Bytes::new(),
+        };
+        ops.push(BatchOp { kind, key, value });
+    }
+    if pos != payload.len() {
+        return Err(corrupt(format!(
+            "{} unexpected bytes after the last of {count} ops",
+            payload.len() - pos
+        )));
+    }
+    Ok(DecodedBatch { base_seq, ops })
+}
+
+/// Reads `varint len, bytes[len]` at `*pos`; `None` if either runs past the end.
+fn read_slice(buf: &Bytes, pos: &mut usize) -> Option<Bytes> {
+    let len = get_varint(buf, pos)?;
+    let remaining = (buf.len() - *pos) as u64;
+    if len > remaining {
+        return None;
+    }
+    let start = *pos;
+    let end = start + len as usize;
+    *pos = end;
+    Some(buf.slice(start..end))
+}
+
+/// Appends `v` as a LEB128 varint.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Reads a LEB128 varint at `*pos`; `None` if it is cut off or overflows a `u64`.
+fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut result = 0u64;
+    for i in 0..10 {
+        let byte = *buf.get(*pos + i)?;
+        let bits = u64::from(byte & 0x7f);
+        // The tenth byte may only contribute the 64th bit.
+        if i == 9 && bits > 1 {
+            return None;
+        }
+        result |= bits << (7 * i);
+        if byte & 0x80 == 0 {
+            *pos += i + 1;
+            return Some(result);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn path() -> &'static Path {
+        Path::new("000001.wal")
+    }
+
+    fn assert_corrupt(payload: &[u8]) -> String {
+        match decode(&Bytes::copy_from_slice(payload), path()) {
+            Err(Error::Corruption { file, reason }) => {
+                assert_eq!(file, path());
+                reason
+            }
+            other => panic!("expected corruption for {payload:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn empty_batch_round_trips() {
+        let payload = WriteBatch::new().into_payload(7).unwrap();
+        assert_eq!(payload.len(), HEADER_LEN);
+        let decoded = decode(&payload, path()).unwrap();
+        assert_eq!(decoded.base_seq, 7);
+        assert!(decoded.ops.is_empty());
+        assert_eq!(decoded.last_seq(), None);
+    }
+
+    #[test]
+    fn ops_keep_their_order_and_get_consecutive_seqs() {
+        let mut batch = WriteBatch::new();
+        batch.put("a", "1");
+        batch.delete("b");
+        batch.put("a", ""); // empty value is a value, not a delete
+        let payload = batch.encode(100).unwrap();
+        let decoded = decode(&Bytes::from(payload), path()).unwrap();
+        assert_eq!(decoded.last_seq(), Some(102));
+        let entries: Vec<Entry> = decoded.into_entries().collect();
+        let summary: Vec<(&[u8], SeqNo, ValueKind, &[u8])> = entries
+            .iter()
+            .map(|e| (&e.key[..], e.seq, e.kind, &e.value[..]))
+            .collect();
+        assert_eq!(
+            summary,
+            vec![
+                (&b"a"[..], 100, ValueKind::Put, &b"1"[..]),
+                (&b"b"[..], 101, ValueKind::Delete, &b""[..]),
+                (&b"a"[..], 102, ValueKind::Put, &b""[..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn encoding_matches_the_documented_layout() {
+        let mut batch = WriteBatch::new();
+        batch.put("k", "vv");
+        batch.delete("x");
+        let payload = batch.encode(0x0102).unwrap();
+        let expected: Vec<u8> = [
+            &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..], // base_seq
+            &[2, 0, 0, 0],                       // count
+            &[1, 1, b'k', 2, b'v', b'v'],        // put k=vv
+            &[0, 1, b'x'],                       // delete x
+        ]
+        .concat();
+        assert_eq!(payload, expected);
+    }
+
+    #[test]
+    fn clear_and_reuse() {
+        let mut batch = WriteBatch::default();
+        batch.put("a", "b");
+        batch.clear();
+        assert_eq!(batch.len(), 0);
+        assert_eq!(batch.approximate_size(), HEADER_LEN);
+        batch.delete("z");
+        let decoded = decode(&batch.into_payload(1).unwrap(), path()).unwrap();
+        assert_eq!(decoded.ops.len(), 1);
+        assert_eq!(decoded.ops[0].kind, ValueKind::Delete);
+    }
+
+    #[test]
+    fn sequence_overflow_is_refused_on_encode() {
+        let mut batch = WriteBatch::new();
+        batch.put("a", "b");
+        batch.put("c", "d");
+        assert!(matches!(
+            batch.encode(u64::MAX),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(batch.encode(u64::MAX - 2).is_ok());
+    }
+
+    #[test]
+    fn hostile_count_is_refused_before_allocation() {
+        // 20 bytes claiming u32::MAX ops: rejected by arithmetic, no allocation.
+        let mut payload = vec![0u8; 20];
+        payload[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+        let reason = assert_corrupt(&payload);
+        assert!(reason.contains("count"), "{reason}");
+    }
+
+    #[test]
+    fn hostile_lengths_are_refused() {
+        // A key length of 2^63 in a tiny payload.
+        let mut payload = vec![1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
+        payload.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x80, 0x01]);
+        assert_corrupt(&payload);
+        // A varint longer than 10 bytes / overflowing u64.
+        let mut payload = vec![1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+        payload.extend_from_slice(&[0xff; 10]);
+        payload.push(0x01);
+        assert_corrupt(&payload);
+        // A value length one past the end.
+        let mut payload = vec![0; 8];
+        payload.extend_from_slice(&[1, 0, 0, 0, 1, 1, b'k', 3, b'a', b'b']);
+        assert_corrupt(&payload);
+    }
+
+    #[test]
+    fn bad_shapes_are_corruption() {
+        assert_corrupt(&[]);
+        assert_corrupt(&[0; HEADER_LEN - 1]);
+        // Unknown kind byte.
+        let mut payload = vec![0; 8];
+        payload.extend_from_slice(&[1, 0, 0, 0, 7, 1, b'k']);
+        assert!(assert_corrupt(&payload).contains("kind"));
+        // Count says 2, one op present.
+        let mut payload = vec![0; 8];
+        payload.extend_from_slice(&[2, 0, 0, 0, 0, 1, b'k', 0]);
+        assert_corrupt(&payload);
+        // Trailing garbage after the last op.
+        let mut payload = vec![0; 8];
+        payload.extend_from_slice(&[1, 0, 0, 0, 0, 1, b'k', 9]);
+        assert!(assert_corrupt(&payload).contains("after the last"));
+        // Sequence numbers overflow.
+        let mut payload = vec![0xff; 8];
+        payload.extend_from_slice(&[2, 0, 0, 0, 0, 1, b'k', 0, 1, b'j']);
+        assert_corrupt(&payload);
+    }
+
+    #[test]
+    fn varints_round_trip_at_the_edges() {
+        for v in [
+            0,
+            1,
+            127,
+            128,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            assert!(buf.len() <= 10);
+            let mut pos = 0;
+            assert_eq!(get_varint(&buf, &mut pos), Some(v));
+            assert_eq!(pos, buf.len());
+            // Every strict prefix is cut off.
+            for cut in 0..buf.len() {
+                let mut pos = 0;
+                assert_eq!(get_varint(&buf[..cut], &mut pos), None);
+            }
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Put(Vec<u8>, Vec<u8>),
+        Delete(Vec<u8>),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let bytes = || proptest::collection::vec(any::<u8>(), 0..300);
+        prop_oneof![
+            (bytes(), bytes()).prop_map(|(k, v)| Op::Put(k, v)),
+            bytes().prop_map(Op::Delete),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn batches_round_trip(ops in proptest::collection::vec(op(), 0..40), base in 0u64..u64::MAX / 2) {
+            let mut batch = WriteBatch::new();
+            for op in &ops {
+                match op {
+                    Op::Put(k, v) => batch.put(k, v),
+                    Op::Delete(k) => batch.delete(k),
+                }
+            }
+            prop_assert_eq!(batch.len(), ops.len());
+            let size = batch.approximate_size();
+            let payload = batch.into_payload(base).unwrap();
+            prop_assert_eq!(payload.len(), size);
+            let decoded = decode(&payload, path()).unwrap();
+            prop_assert_eq!(decoded.base_seq, base);
+            prop_assert_eq!(decoded.ops.len(), ops.len());
+            for (got, want) in decoded.ops.iter().zip(&ops) {
+                match want {
+                    Op::Put(k, v) => {
+                        prop_assert_eq!(got.kind, ValueKind::Put);
+                        prop_assert_eq!(&got.key[..], &k[..]);
+                        prop_assert_eq!(&got.value[..], &v[..]);
+                    }
+                    Op::Delete(k) => {
+                        prop_assert_eq!(got.kind, ValueKind::Delete);
+                        prop_assert_eq!(&got.key[..], &k[..]);
+                        prop_assert!(got.value.is_empty());
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode(&Bytes::from(bytes), path());
+        }
+
+        #[test]
+        fn truncated_batches_are_corruption(ops in proptest::collection::vec(op(), 1..10), cut_frac in 0.0f64..1.0) {
+            let mut batch = WriteBatch::new();
+            for op in &ops {
+                match op {
+                    Op::Put(k, v) => batch.put(k, v),
+                    Op::Delete(k) => batch.delete(k),
+                }
+            }
+            let payload = batch.encode(1).unwrap();
+            let cut = ((payload.len() as f64) * cut_frac) as usize;
+            prop_assert!(cut < payload.len());
+            let result = decode(&Bytes::copy_from_slice(&payload[..cut]), path());
+            prop_assert!(
+                matches!(result, Err(Error::Corruption { .. })),
+                "cut {} of {}: {:?}", cut, payload.len(), result
+            );
+        }
+    }
+}
