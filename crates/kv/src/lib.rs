@@ -8,6 +8,7 @@ pub mod filename;
 pub mod fs;
 mod stats;
 mod types;
+pub mod wal;
 pub mod write_batch;
 
 pub use error::{Error, Result};
