@@ -6,6 +6,7 @@
 mod error;
 pub mod filename;
 pub mod fs;
+pub mod manifest;
 pub mod memtable;
 mod stats;
 mod types;
