@@ -85,7 +85,9 @@ impl FileLock {
 
 impl fmt::Debug for FileLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileLock").field("path", &self.path).finish()
+        f.debug_struct("FileLock")
+            .field("path", &self.path)
+            .finish()
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod error;
 pub mod fs;
+pub mod sstable;
 mod stats;
 mod types;
 
