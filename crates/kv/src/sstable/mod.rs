@@ -35,6 +35,36 @@
 //! one read (one data block with its trailer) otherwise. All reads go through
 //! [`TableFile`], which counts them.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use bloomkv_filter::KeyHash;
+//! use bloomkv_kv::fs::{FileSystem, OsFileSystem};
+//! use bloomkv_kv::sstable::{Table, TableBuilder, TableOptions};
+//! use bloomkv_kv::{Counters, ValueKind};
+//!
+//! # fn main() -> bloomkv_kv::Result<()> {
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("000001.sst");
+//! let fs = OsFileSystem;
+//!
+//! let mut builder = TableBuilder::new(fs.create(&path)?, path.clone(), TableOptions::default());
+//! builder.add(b"apple", 1, ValueKind::Put, b"red")?;
+//! builder.add(b"banana", 2, ValueKind::Put, b"yellow")?;
+//! builder.add(b"cherry", 3, ValueKind::Delete, b"")?;
+//! let summary = builder.finish()?;
+//! assert_eq!(summary.entries, 3);
+//!
+//! let counters = Arc::new(Counters::default());
+//! let table = Table::open(fs.open_random(&path)?, path, counters, &[])?;
+//! let entry = table.get(b"banana", KeyHash::of(b"banana"))?.expect("present");
+//! assert_eq!(&entry.value[..], b"yellow");
+//! assert_eq!(table.get(b"blueberry", KeyHash::of(b"blueberry"))?, None);
+//! let keys: Vec<_> = table.iter().map(|e| e.map(|e| e.key)).collect::<Result<_, _>>()?;
+//! assert_eq!(keys, [&b"apple"[..], b"banana", b"cherry"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The byte-level layout of every part is in the module that encodes it:
 //! [`block`] (data blocks), `index` (index block), `properties`, `footer`, `trailer`.
 

@@ -486,3 +486,81 @@ fn a_failed_write_poisons_the_builder() {
     ));
     assert!(matches!(b.finish(), Err(Error::Io(_))));
 }
+
+#[test]
+fn a_filter_its_policy_cannot_open_falls_back_to_the_data() {
+    /// Writes like the exact policy but refuses every block it is asked to open.
+    #[derive(Debug)]
+    struct Refusing;
+    impl bloomkv_filter::FilterPolicy for Refusing {
+        fn name(&self) -> &str {
+            EXACT_NAME
+        }
+        fn bits_per_key(&self) -> f64 {
+            64.0
+        }
+        fn new_builder(&self) -> Box<dyn bloomkv_filter::FilterBuilder> {
+            ExactPolicy.new_builder()
+        }
+        fn open_reader(
+            &self,
+            _: &[u8],
+        ) -> Result<Box<dyn bloomkv_filter::FilterReader>, bloomkv_filter::FilterError> {
+            Err(bloomkv_filter::FilterError::Corrupt(
+                "unsupported layout".into(),
+            ))
+        }
+    }
+    use bloomkv_filter::FilterPolicy;
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let counters = Arc::new(Counters::default());
+    let policies: Vec<Arc<dyn FilterPolicy>> = vec![Arc::new(Refusing)];
+    let table = Table::open(MemFile::new(data), path(), counters.clone(), &policies).unwrap();
+    assert!(!table.has_filter());
+    match table.filter_state() {
+        FilterState::Corrupt(why) => assert!(why.contains("unsupported layout"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(counters.filter_corrupt.load(Ordering::Relaxed), 1);
+    for e in &entries {
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+    }
+    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn tables_round_trip_through_the_os_file_system() {
+    use crate::fs::{FileSystem, OsFileSystem};
+    let dir = tempfile::tempdir().unwrap();
+    let file_path = dir.path().join("000007.sst");
+    let entries = small_entries();
+    let mut b = TableBuilder::new(
+        OsFileSystem.create(&file_path).unwrap(),
+        file_path.clone(),
+        exact_options(256),
+    );
+    for (k, seq, kind, v) in &entries {
+        b.add(k, *seq, *kind, v).unwrap();
+    }
+    let summary = b.finish().unwrap();
+    let file = OsFileSystem.open_random(&file_path).unwrap();
+    assert_eq!(file.len().unwrap(), summary.file_size);
+    let counters = Arc::new(Counters::default());
+    let table = Table::open(file.clone(), file_path.clone(), counters, &policies()).unwrap();
+    assert_eq!(table.path(), file_path);
+    for e in &entries {
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+    }
+    assert!(table.verify().is_empty());
+    assert!(check_file(file, file_path).is_empty());
+}
+
+#[test]
+fn tables_and_iterators_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send::<TableIter>();
+    send::<TableBuilder>();
+}
