@@ -429,6 +429,24 @@ mod tests {
         assert!(it.next().is_none());
     }
 
+    /// The worked example of the format documentation, byte for byte.
+    #[test]
+    fn the_documented_example_block_is_what_the_builder_writes() {
+        let mut b = BlockBuilder::new(16);
+        b.add(b"apple", 7, ValueKind::Put, b"red");
+        b.add(b"apricot", 9, ValueKind::Put, b"orange");
+        let mut want = vec![0x00, 0x05, 0x03];
+        want.extend_from_slice(b"apple");
+        want.extend_from_slice(&[0x07, 0x01]);
+        want.extend_from_slice(b"red");
+        want.extend_from_slice(&[0x02, 0x05, 0x06]);
+        want.extend_from_slice(b"ricot");
+        want.extend_from_slice(&[0x09, 0x01]);
+        want.extend_from_slice(b"orange");
+        want.extend_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(b.finish(), &want);
+    }
+
     #[test]
     fn a_huge_restart_count_is_refused_before_use() {
         let mut data = build(&[(b"a", b"1")], 16).to_vec();

@@ -564,3 +564,25 @@ fn tables_and_iterators_cross_threads() {
     send::<TableIter>();
     send::<TableBuilder>();
 }
+
+#[test]
+fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
+    let entries = small_entries();
+    let (mut data, _) = build(&entries, exact_options(128));
+    let table = open(data.clone()).0.unwrap();
+    let h = table.inner.index.handle(0).unwrap();
+    let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
+    data[end - 4..end].copy_from_slice(&u32::MAX.to_le_bytes());
+    // Re-seal so the checksum holds and only the block's own validation can object.
+    let crc = crc32fast::hash(&data[start..=end]);
+    data[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
+    let table = open(data).0.unwrap();
+    let err = get(&table, &entries[0].0).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("000042.sst") && text.contains("restart count"),
+        "{text}"
+    );
+    assert!(table.iter().next().unwrap().is_err());
+    assert_eq!(table.verify().len(), 1);
+}
