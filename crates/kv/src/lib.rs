@@ -2,18 +2,52 @@
 //!
 //! An embeddable, crash-safe LSM key-value store whose read path consults each table's
 //! Bloom filter block and skips the disk read when the filter says "absent".
+//!
+//! ```
+//! use bloomkv_kv::{Db, Options};
+//! let dir = tempfile::tempdir()?;
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.put("k1", "v1")?;
+//! db.flush()?; // now in an SSTable with a Bloom filter block
+//! assert_eq!(db.get("k1")?.as_deref(), Some(&b"v1"[..]));
+//! assert_eq!(db.get("nope")?, None); // the filter answered: no disk read
+//! assert_eq!(db.stats().filter_negatives, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Layout of the crate, one concept per file:
+//!
+//! | file | concept |
+//! |---|---|
+//! | `db.rs` | the store: write path, read path, background flush and compaction |
+//! | `options.rs` | configuration and its defaults |
+//! | `wal.rs`, `write_batch.rs` | the write-ahead log and the atomic batch it records |
+//! | `memtable.rs` | the in-memory sorted table of recent writes |
+//! | `sstable/` | the table file: blocks, index, filter block, properties, footer |
+//! | `version.rs` | the set of live tables per level, and the per-level lookup |
+//! | `merge.rs` | merging sorted runs, newest version wins (scan, compaction) |
+//! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
+//! | `fs.rs` | the one file layer (positioned, counted reads; fault injection) |
+//! | `stats.rs` | the read path's counters |
 
+mod db;
 mod error;
 pub mod filename;
 pub mod fs;
 pub mod manifest;
 pub mod memtable;
+mod merge;
+mod options;
+pub mod sstable;
 mod stats;
 mod types;
+mod version;
 pub mod wal;
 pub mod write_batch;
 
+pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
+pub use options::{FilterKind, Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 pub use stats::{Counters, DbStats};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

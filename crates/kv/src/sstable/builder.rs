@@ -1,0 +1,324 @@
+//! Writes a table file: entries in, blocks, index, filter, properties and footer out.
+//!
+//! Entries arrive in strictly increasing key order (a flush walks a memtable, a
+//! compaction a merge). They fill a data block until it reaches `block_size`; the block
+//! is then sealed with its trailer and appended in one write. Its index entry waits for
+//! the next key, so the separator can be shortened to fall between the two blocks.
+//! `finish` writes the metadata blocks and the footer and syncs the file:
+//!
+//! ```text
+//!  add* ──> [data 0][data 1]...[data N-1] ──finish──> [filter][index][properties][footer] sync
+//! ```
+//!
+//! Writing to a temporary name, renaming and syncing the directory is the caller's job.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv_filter::{FilterBuilder, FilterPolicy};
+use bytes::Bytes;
+
+use super::block_builder::BlockBuilder;
+use super::footer::{BlockHandle, Footer, FORMAT_VERSION};
+use super::index::{shortest_separator, IndexBuilder};
+use super::properties::TableProperties;
+use super::show_key;
+use super::trailer;
+use crate::error::{Error, Result};
+use crate::fs::WritableFile;
+use crate::types::{SeqNo, ValueKind};
+
+/// The largest key plus value one entry may hold. Keeps every block, and so every
+/// restart offset, far below 4 GiB.
+pub const MAX_ENTRY_BYTES: usize = 1 << 30;
+
+/// The largest `block_size` honoured; larger values are lowered to it.
+pub const MAX_BLOCK_SIZE: usize = 1 << 30;
+
+/// How a table is laid out.
+#[derive(Debug, Clone)]
+pub struct TableOptions {
+    /// Target size of a data block before its trailer (default 4096). A block is closed
+    /// once it reaches this size, so it may exceed it by one entry. Clamped to
+    /// `1..=MAX_BLOCK_SIZE`.
+    pub block_size: usize,
+    /// Entries between restart points in a data block (default 16; at least 1).
+    pub restart_interval: usize,
+    /// Builds the table's filter block; `None` writes a table without one.
+    pub filter_policy: Option<Arc<dyn FilterPolicy>>,
+}
+
+impl Default for TableOptions {
+    fn default() -> TableOptions {
+        TableOptions {
+            block_size: 4096,
+            restart_interval: 16,
+            filter_policy: None,
+        }
+    }
+}
+
+/// What a finished table holds: what the store records about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSummary {
+    /// Bytes written.
+    pub file_size: u64,
+    /// The smallest key.
+    pub smallest: Bytes,
+    /// The largest key.
+    pub largest: Bytes,
+    /// Entries written (puts and tombstones).
+    pub entries: u64,
+    /// Tombstones among them.
+    pub deletions: u64,
+    /// The largest sequence number written.
+    pub max_seq: SeqNo,
+}
+
+/// Writes one table file. Call order: `add+ finish`.
+pub struct TableBuilder {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    block_size: usize,
+    /// Bytes written so far: the offset of the next block.
+    offset: u64,
+    block: BlockBuilder,
+    index: IndexBuilder,
+    /// The last written data block, waiting for the next key to get its separator.
+    pending: Option<BlockHandle>,
+    filter: Option<(Arc<dyn FilterPolicy>, Box<dyn FilterBuilder>)>,
+    smallest: Vec<u8>,
+    last_key: Vec<u8>,
+    entries: u64,
+    deletions: u64,
+    max_seq: SeqNo,
+    data_blocks: u64,
+    /// Set when a write failed: the file is incomplete and the builder refuses more.
+    failed: bool,
+}
+
+impl fmt::Debug for TableBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableBuilder")
+            .field("path", &self.path)
+            .field("entries", &self.entries)
+            .field("offset", &self.offset)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableBuilder {
+    /// Starts a table in `file`, an empty file named `path` (used in errors).
+    pub fn new(file: Box<dyn WritableFile>, path: PathBuf, options: TableOptions) -> Self {
+        TableBuilder {
+            file,
+            path,
+            block_size: options.block_size.clamp(1, MAX_BLOCK_SIZE),
+            offset: 0,
+            block: BlockBuilder::new(options.restart_interval),
+            index: IndexBuilder::default(),
+            pending: None,
+            filter: options.filter_policy.map(|p| {
+                let builder = p.new_builder();
+                (p, builder)
+            }),
+            smallest: Vec::new(),
+            last_key: Vec::new(),
+            entries: 0,
+            deletions: 0,
+            max_seq: 0,
+            data_blocks: 0,
+            failed: false,
+        }
+    }
+
+    /// The file being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Adds an entry. Keys must strictly increase: a key equal to or below the previous
+    /// one is `InvalidArgument` (and changes nothing), as is an entry larger than
+    /// [`MAX_ENTRY_BYTES`].
+    pub fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
+        self.check_usable()?;
+        if self.entries > 0 && key <= &self.last_key[..] {
+            return Err(Error::InvalidArgument(format!(
+                "table keys must strictly increase: {} after {}",
+                show_key(key),
+                show_key(&self.last_key)
+            )));
+        }
+        if key.len().saturating_add(value.len()) > MAX_ENTRY_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "entry of {} key and {} value bytes exceeds the {MAX_ENTRY_BYTES}-byte limit",
+                key.len(),
+                value.len()
+            )));
+        }
+        if let Some(handle) = self.pending.take() {
+            self.index
+                .add(&shortest_separator(&self.last_key, key), handle);
+        }
+        if let Some((_, filter)) = &mut self.filter {
+            filter.add_key(key);
+        }
+        self.block.add(key, seq, kind, value);
+        if self.entries == 0 {
+            self.smallest = key.to_vec();
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        self.entries += 1;
+        self.deletions += u64::from(kind == ValueKind::Delete);
+        self.max_seq = self.max_seq.max(seq);
+        if self.block.estimated_size() >= self.block_size {
+            self.flush_block()?;
+        }
+        Ok(())
+    }
+
+    /// Entries added so far.
+    pub fn num_entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// The file's size if it were finished now (an estimate: the filter is guessed from
+    /// its bits per key).
+    pub fn estimated_size(&self) -> u64 {
+        let filter = self.filter.as_ref().map_or(0, |(policy, _)| {
+            (policy.bits_per_key().max(0.0) * self.entries as f64 / 8.0) as u64
+        });
+        self.offset
+            + self.block.estimated_size() as u64
+            + self.index.size() as u64
+            + filter
+            + 128
+            + self.smallest.len() as u64
+            + self.last_key.len() as u64
+    }
+
+    /// Writes the data block in progress, filter, index, properties and footer, and
+    /// syncs the file. An empty table (no entry added) is refused with `InvalidArgument`:
+    /// the store never needs one and a reader could not answer `smallest()` for it.
+    pub fn finish(mut self) -> Result<TableSummary> {
+        self.check_usable()?;
+        if self.entries == 0 {
+            return Err(Error::InvalidArgument(
+                "cannot finish an empty table: add at least one entry".into(),
+            ));
+        }
+        if !self.block.is_empty() {
+            self.flush_block()?;
+        }
+        if let Some(handle) = self.pending.take() {
+            // The last block's separator is the largest key itself.
+            self.index.add(&self.last_key, handle);
+        }
+        let data_size = self.offset;
+
+        let (filter_handle, filter_policy, bits_per_key) = match self.filter.take() {
+            Some((policy, mut builder)) => {
+                let handle = self.write_block(builder.finish())?;
+                (
+                    Some(handle),
+                    policy.name().to_owned(),
+                    policy.bits_per_key(),
+                )
+            }
+            None => (None, String::new(), 0.0),
+        };
+        let index = std::mem::take(&mut self.index).finish();
+        let index_handle = self.write_block(index)?;
+        let properties = TableProperties {
+            format_version: FORMAT_VERSION,
+            smallest: Bytes::from(std::mem::take(&mut self.smallest)),
+            largest: Bytes::copy_from_slice(&self.last_key),
+            entries: self.entries,
+            deletions: self.deletions,
+            max_seq: self.max_seq,
+            data_blocks: self.data_blocks,
+            data_size,
+            filter_policy,
+            bits_per_key,
+        };
+        let properties_handle = self.write_block(properties.encode())?;
+        let footer = Footer {
+            index: index_handle,
+            filter: filter_handle,
+            properties: properties_handle,
+            version: FORMAT_VERSION,
+        };
+        self.append(&footer.encode())?;
+        let path = self.path.clone();
+        self.file.sync().map_err(|e| io_error("sync", &path, e))?;
+        Ok(TableSummary {
+            file_size: self.offset,
+            smallest: properties.smallest,
+            largest: properties.largest,
+            entries: self.entries,
+            deletions: self.deletions,
+            max_seq: self.max_seq,
+        })
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::Io(io::Error::other(format!(
+                "table {} failed on an earlier write",
+                self.path.display()
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Seals the data block in progress and appends it with one write.
+    fn flush_block(&mut self) -> Result<()> {
+        let buf = self.block.finish();
+        let size = buf.len() as u64;
+        trailer::seal(buf, 0);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size,
+        };
+        let result = self.file.append(buf);
+        let written = buf.len() as u64;
+        self.block.reset();
+        result.map_err(|e| self.write_failed(e))?;
+        self.offset += written;
+        self.data_blocks += 1;
+        self.pending = Some(handle);
+        Ok(())
+    }
+
+    /// Seals and appends a metadata block.
+    fn write_block(&mut self, mut block: Vec<u8>) -> Result<BlockHandle> {
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: block.len() as u64,
+        };
+        trailer::seal(&mut block, 0);
+        self.append(&block)?;
+        Ok(handle)
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.file.append(bytes).map_err(|e| self.write_failed(e))?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn write_failed(&mut self, e: io::Error) -> Error {
+        self.failed = true;
+        io_error("write", &self.path, e)
+    }
+}
+
+fn io_error(op: &str, path: &Path, e: io::Error) -> Error {
+    Error::Io(io::Error::new(
+        e.kind(),
+        format!("{op} {}: {e}", path.display()),
+    ))
+}

@@ -1,0 +1,129 @@
+//! The one door through which every byte of a table file is read, and counted.
+//!
+//! Every read is a single positioned read (`pread`) of a whole block with its trailer,
+//! counted in `data_block_reads` and `bytes_read` right where it happens. One call, one
+//! syscall: the store's count can be checked against the kernel's (`syscr` in
+//! `/proc/self/io`).
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::block::Block;
+use super::footer::BlockHandle;
+use super::trailer::{self, BLOCK_TRAILER_SIZE};
+use super::{BlockKind, Malformed};
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::stats::{self, Counters};
+
+/// A table file opened for positioned reads, with the counters its reads go to.
+#[derive(Clone)]
+pub struct TableFile {
+    file: Arc<dyn RandomAccessFile>,
+    path: PathBuf,
+    counters: Arc<Counters>,
+}
+
+impl fmt::Debug for TableFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableFile {
+    /// Wraps an open file; `path` names it in errors.
+    pub fn new(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        counters: Arc<Counters>,
+    ) -> TableFile {
+        TableFile {
+            file,
+            path,
+            counters,
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The counters reads are charged to.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The file's length.
+    pub fn size(&self) -> Result<u64> {
+        self.file.len().map_err(|e| self.io_error("stat", e))
+    }
+
+    /// Asks the OS to drop the file's cached pages (cold-cache benchmarks).
+    pub fn drop_cache(&self) -> Result<()> {
+        self.file
+            .drop_cache()
+            .map_err(|e| self.io_error("drop cache of", e))
+    }
+
+    /// Reads `len` bytes at `offset`: one allocation, one positioned read, counted.
+    pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file
+            .read_exact_at(&mut buf, offset)
+            .map_err(|e| self.io_error("read", e))?;
+        stats::bump(&self.counters.data_block_reads);
+        stats::add(&self.counters.bytes_read, len as u64);
+        Ok(buf)
+    }
+
+    /// Reads the block at `handle` with its trailer, checks the trailer, and returns the
+    /// block's contents.
+    pub fn read_block(&self, handle: BlockHandle, kind: BlockKind) -> Result<Vec<u8>> {
+        let mut sealed = self.read_sealed(handle, kind)?;
+        let len = trailer::check(&sealed).map_err(|m| self.corruption(kind, handle.offset, m))?;
+        sealed.truncate(len);
+        Ok(sealed)
+    }
+
+    /// Reads, checks and decodes the data block at `handle`.
+    pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        let sealed = self.read_sealed(handle, BlockKind::Data)?;
+        let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
+        let len = trailer::check(&sealed).map_err(bad)?;
+        // The trailer stays in the buffer: `Bytes::from` then takes it without copying.
+        Block::new(Bytes::from(sealed), len).map_err(bad)
+    }
+
+    fn read_sealed(&self, handle: BlockHandle, kind: BlockKind) -> Result<Vec<u8>> {
+        let len = usize::try_from(handle.size)
+            .ok()
+            .and_then(|s| s.checked_add(BLOCK_TRAILER_SIZE))
+            .ok_or_else(|| {
+                self.corruption(
+                    kind,
+                    handle.offset,
+                    "block size does not fit in memory".into(),
+                )
+            })?;
+        self.read(handle.offset, len)
+    }
+
+    /// An [`Error::Corruption`] naming this file, the block kind and its offset.
+    pub fn corruption(&self, kind: BlockKind, offset: u64, why: Malformed) -> Error {
+        Error::corruption(&self.path, format!("{kind} at offset {offset}: {why}"))
+    }
+
+    fn io_error(&self, op: &str, e: io::Error) -> Error {
+        Error::Io(io::Error::new(
+            e.kind(),
+            format!("{op} {}: {e}", self.path.display()),
+        ))
+    }
+}

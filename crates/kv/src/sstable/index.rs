@@ -1,0 +1,282 @@
+//! The index block: which data block may hold a key.
+//!
+//! One entry per data block, in order: a *separator* key and the block's handle. The
+//! separator is at least the block's last key and below the next block's first key, so
+//! the block that may hold `key` is the first whose separator is `>= key`. Separators
+//! are shortened where possible (`"apple"`/`"banana"` → `"b"`), keeping the index — which
+//! lives in memory for the table's lifetime — small. The last block's separator is the
+//! table's largest key.
+//!
+//! ```text
+//!  +---------+---------+-----+-------------+
+//!  | entry 0 | entry 1 | ... | num_entries |
+//!  |         |         |     | u32 LE      |
+//!  +---------+---------+-----+-------------+
+//!  entry:
+//!  +---------------+-----------+--------------+------------+
+//!  | separator_len | separator | block offset | block size |
+//!  | varint        | bytes     | varint       | varint     |
+//!  +---------------+-----------+--------------+------------+
+//! ```
+//!
+//! Decoding checks that the entries fill the block exactly, that separators strictly
+//! increase, and that block handles increase without overlapping and end before the
+//! metadata blocks.
+
+use std::ops::Range;
+
+use super::coding::{get_varint_usize, put_varint, u32_at};
+use super::footer::BlockHandle;
+use super::Malformed;
+
+/// Accumulates index entries while a table is written.
+#[derive(Debug, Default)]
+pub(crate) struct IndexBuilder {
+    buf: Vec<u8>,
+    count: u32,
+}
+
+impl IndexBuilder {
+    /// Adds the entry for the next data block.
+    pub(crate) fn add(&mut self, separator: &[u8], handle: BlockHandle) {
+        put_varint(&mut self.buf, separator.len() as u64);
+        self.buf.extend_from_slice(separator);
+        handle.encode_varint(&mut self.buf);
+        self.count += 1;
+    }
+
+    /// Bytes of the block so far.
+    pub(crate) fn size(&self) -> usize {
+        self.buf.len() + 4
+    }
+
+    /// The finished block (without trailer).
+    pub(crate) fn finish(mut self) -> Vec<u8> {
+        self.buf.extend_from_slice(&self.count.to_le_bytes());
+        self.buf
+    }
+}
+
+/// A short key `s` with `last <= s < next`; `last` itself if none is shorter.
+///
+/// With `i` the first position where the keys differ (`last[i] < next[i]`):
+/// `last[..i] ++ [last[i] + 1]` if that byte is still below `next[i]`; otherwise the
+/// first byte of `last` after `i` that can be raised, raised, ends the separator
+/// (`"apple"`/`"banana"` → `"aq"`).
+pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
+    let i = super::block_builder::common_prefix(last, next);
+    if let (Some(&a), Some(&b)) = (last.get(i), next.get(i)) {
+        if a < 0xff && a + 1 < b {
+            let mut sep = last[..i].to_vec();
+            sep.push(a + 1);
+            return sep;
+        }
+        // last[..=i] < next already; any key extending it stays below `next`.
+        let raisable = last
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .find(|&(_, &byte)| byte < 0xff);
+        if let Some((j, &byte)) = raisable.filter(|&(j, _)| j + 1 < last.len()) {
+            let mut sep = last[..j].to_vec();
+            sep.push(byte + 1);
+            return sep;
+        }
+    }
+    last.to_vec()
+}
+
+/// One decoded entry: the separator's position in the block and the data block handle.
+#[derive(Debug, Clone)]
+struct IndexEntry {
+    separator: Range<usize>,
+    handle: BlockHandle,
+}
+
+/// The decoded index, kept in memory for the table's lifetime.
+#[derive(Debug)]
+pub(crate) struct IndexBlock {
+    data: Vec<u8>,
+    entries: Vec<IndexEntry>,
+}
+
+impl IndexBlock {
+    /// Decodes and validates an index whose data blocks must end by `data_end`.
+    pub(crate) fn decode(data: Vec<u8>, data_end: u64) -> Result<IndexBlock, Malformed> {
+        let body_len = data
+            .len()
+            .checked_sub(4)
+            .ok_or("too short for an entry count")?;
+        let count = u32_at(&data, body_len).ok_or("too short for an entry count")? as usize;
+        // Each entry takes at least three bytes; check before allocating for `count`.
+        if count == 0 || count > body_len / 3 {
+            return Err(Malformed(format!(
+                "entry count {count} does not fit a {}-byte index",
+                data.len()
+            )));
+        }
+        let body = &data[..body_len];
+        let mut entries = Vec::with_capacity(count);
+        let mut pos = 0;
+        let mut prev: Option<(Range<usize>, u64)> = None;
+        for i in 0..count {
+            let bad = |what: &str| Malformed(format!("index entry {i}: {what}"));
+            let len = get_varint_usize(body, &mut pos).ok_or_else(|| bad("bad key length"))?;
+            let end = pos
+                .checked_add(len)
+                .filter(|&e| e <= body.len())
+                .ok_or_else(|| bad("separator runs past the end of the block"))?;
+            let separator = pos..end;
+            pos = end;
+            let handle = BlockHandle::decode_varint(body, &mut pos)
+                .ok_or_else(|| bad("bad block handle"))?;
+            let block_end = handle.end().filter(|&e| e <= data_end).ok_or_else(|| {
+                bad(&format!(
+                    "block (offset {}, size {}) extends past the data blocks' end {data_end}",
+                    handle.offset, handle.size
+                ))
+            })?;
+            if let Some((prev_sep, prev_end)) = &prev {
+                if body[separator.clone()] <= body[prev_sep.clone()] {
+                    return Err(bad("separator does not increase"));
+                }
+                if handle.offset < *prev_end {
+                    return Err(bad("block overlaps the previous block"));
+                }
+            }
+            prev = Some((separator.clone(), block_end));
+            entries.push(IndexEntry { separator, handle });
+        }
+        if pos != body.len() {
+            return Err(Malformed(format!(
+                "{} unexpected bytes after {count} entries",
+                body.len() - pos
+            )));
+        }
+        Ok(IndexBlock { data, entries })
+    }
+
+    /// Number of data blocks.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The position of the first block whose separator is `>= key` (== `len()` if none).
+    #[inline]
+    pub(crate) fn find(&self, key: &[u8]) -> usize {
+        self.entries
+            .partition_point(|e| &self.data[e.separator.clone()] < key)
+    }
+
+    /// The handle of block `i`.
+    #[inline]
+    pub(crate) fn handle(&self, i: usize) -> Option<BlockHandle> {
+        self.entries.get(i).map(|e| e.handle)
+    }
+
+    /// The separator of block `i`.
+    pub(crate) fn separator(&self, i: usize) -> Option<&[u8]> {
+        self.entries.get(i).map(|e| &self.data[e.separator.clone()])
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.data.capacity() + self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_separators_fall_between_their_keys() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for _ in 0..5000 {
+            let mut gen = || -> Vec<u8> {
+                let len = rng.gen_range(0..6);
+                (0..len)
+                    .map(|_| [0u8, 1, 0x7f, 0xfe, 0xff][rng.gen_range(0..5)])
+                    .collect()
+            };
+            let (a, b) = (gen(), gen());
+            let (last, next) = match a.cmp(&b) {
+                std::cmp::Ordering::Less => (a, b),
+                std::cmp::Ordering::Greater => (b, a),
+                std::cmp::Ordering::Equal => continue,
+            };
+            let sep = shortest_separator(&last, &next);
+            assert!(sep >= last && sep < next, "{last:?} {sep:?} {next:?}");
+            assert!(sep.len() <= last.len());
+        }
+    }
+
+    #[test]
+    fn separators_are_short_and_between_the_keys() {
+        let cases: &[(&[u8], &[u8], &[u8])] = &[
+            (b"apple", b"banana", b"aq"),
+            (b"apple", b"cherry", b"b"),
+            (b"a\xff\xffz", b"b", b"a\xff\xffz"),
+            (b"a\xff\xffzz", b"b", b"a\xff\xff{"),
+            (b"abc1", b"abc9", b"abc2"),
+            (b"abc1", b"abc2", b"abc1"),
+            (b"abc", b"abcd", b"abc"),
+            (b"a\xff", b"b", b"a\xff"),
+            (b"", b"a", b""),
+        ];
+        for (last, next, want) in cases {
+            let sep = shortest_separator(last, next);
+            assert_eq!(&sep[..], *want);
+            assert!(&sep[..] >= *last && &sep[..] < *next);
+        }
+    }
+
+    fn handle(offset: u64, size: u64) -> BlockHandle {
+        BlockHandle { offset, size }
+    }
+
+    #[test]
+    fn find_picks_the_first_block_whose_separator_covers_the_key() {
+        let mut b = IndexBuilder::default();
+        b.add(b"c", handle(0, 10));
+        b.add(b"f", handle(15, 10));
+        b.add(b"k", handle(30, 10));
+        let index = IndexBlock::decode(b.finish(), 45).unwrap();
+        assert_eq!(index.len(), 3);
+        assert_eq!(index.find(b"a"), 0);
+        assert_eq!(index.find(b"c"), 0);
+        assert_eq!(index.find(b"c\0"), 1);
+        assert_eq!(index.find(b"k"), 2);
+        assert_eq!(index.find(b"z"), 3);
+        assert_eq!(index.handle(1), Some(handle(15, 10)));
+        assert_eq!(index.handle(3), None);
+    }
+
+    #[test]
+    fn bad_indexes_are_refused() {
+        let mut b = IndexBuilder::default();
+        b.add(b"c", handle(0, 10));
+        let bytes = b.finish();
+        assert!(IndexBlock::decode(bytes.clone(), 14).is_err()); // block past data end
+        for len in 0..bytes.len() {
+            assert!(IndexBlock::decode(bytes[..len].to_vec(), 100).is_err());
+        }
+        let mut hostile = bytes.clone();
+        let n = hostile.len();
+        hostile[n - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(IndexBlock::decode(hostile, 100)
+            .unwrap_err()
+            .0
+            .contains("count"));
+
+        let mut b = IndexBuilder::default();
+        b.add(b"c", handle(0, 10));
+        b.add(b"c", handle(15, 10));
+        assert!(IndexBlock::decode(b.finish(), 100).is_err()); // separator repeats
+        let mut b = IndexBuilder::default();
+        b.add(b"c", handle(0, 10));
+        b.add(b"d", handle(12, 10));
+        assert!(IndexBlock::decode(b.finish(), 100).is_err()); // overlap
+    }
+}

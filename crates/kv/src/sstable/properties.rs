@@ -1,0 +1,215 @@
+//! The properties block: what a table holds, readable without touching its data.
+//!
+//! The store uses the key range to skip tables a key cannot be in, and the counts for
+//! compaction and statistics; `bloomkv inspect` prints them. The filter policy's name
+//! tells a reader which decoder may open the filter block.
+//!
+//! ```text
+//!  +----------------+--------------+----------+--------------+----------+
+//!  | format_version | smallest_len | smallest | largest_len  | largest  |
+//!  | u32 LE         | varint       | bytes    | varint       | bytes    |
+//!  +----------------+--------------+----------+--------------+----------+
+//!  +---------+-----------+---------+-------------+-----------+
+//!  | entries | deletions | max_seq | data_blocks | data_size |   (all varint u64)
+//!  +---------+-----------+---------+-------------+-----------+
+//!  +-----------------+-------------------------+--------------+
+//!  | policy_name_len | policy_name (UTF-8)     | bits_per_key |
+//!  | varint          | empty when no filter    | f64 LE       |
+//!  +-----------------+-------------------------+--------------+
+//! ```
+//!
+//! `data_size` counts the data blocks' bytes including their trailers. The block must
+//! be consumed exactly; trailing bytes are corruption.
+
+use bytes::Bytes;
+
+use super::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
+use super::Malformed;
+use crate::types::SeqNo;
+
+/// What a table says about itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableProperties {
+    /// The table format version the table was written with.
+    pub format_version: u32,
+    /// The smallest user key.
+    pub smallest: Bytes,
+    /// The largest user key.
+    pub largest: Bytes,
+    /// Entries (puts and tombstones).
+    pub entries: u64,
+    /// Tombstones among them.
+    pub deletions: u64,
+    /// The largest sequence number of any entry.
+    pub max_seq: SeqNo,
+    /// Data blocks in the file.
+    pub data_blocks: u64,
+    /// Bytes of data blocks, trailers included.
+    pub data_size: u64,
+    /// The name of the filter policy that built the filter block; empty without one.
+    pub filter_policy: String,
+    /// Bits per key of that policy (0 without one).
+    pub bits_per_key: f64,
+}
+
+impl TableProperties {
+    /// Encodes the properties block (without trailer).
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.smallest.len() + self.largest.len());
+        out.extend_from_slice(&self.format_version.to_le_bytes());
+        for key in [&self.smallest, &self.largest] {
+            put_varint(&mut out, key.len() as u64);
+            out.extend_from_slice(key);
+        }
+        for v in [
+            self.entries,
+            self.deletions,
+            self.max_seq,
+            self.data_blocks,
+            self.data_size,
+        ] {
+            put_varint(&mut out, v);
+        }
+        put_varint(&mut out, self.filter_policy.len() as u64);
+        out.extend_from_slice(self.filter_policy.as_bytes());
+        out.extend_from_slice(&self.bits_per_key.to_le_bytes());
+        out
+    }
+
+    /// Decodes and validates a properties block.
+    pub(crate) fn decode(buf: &[u8]) -> Result<TableProperties, Malformed> {
+        let mut pos = 0;
+        let format_version = u32_at(buf, 0).ok_or("too short for a format version")?;
+        pos += 4;
+        let mut bytes_field = |what: &str| -> Result<&[u8], Malformed> {
+            let len = get_varint_usize(buf, &mut pos)
+                .ok_or_else(|| Malformed(format!("bad {what} length")))?;
+            let field = pos
+                .checked_add(len)
+                .and_then(|end| buf.get(pos..end))
+                .ok_or_else(|| Malformed(format!("{what} runs past the end of the block")))?;
+            pos += len;
+            Ok(field)
+        };
+        let smallest = Bytes::copy_from_slice(bytes_field("smallest key")?);
+        let largest = Bytes::copy_from_slice(bytes_field("largest key")?);
+        let mut numbers = [0u64; 5];
+        for (n, name) in numbers.iter_mut().zip([
+            "entries",
+            "deletions",
+            "max_seq",
+            "data_blocks",
+            "data_size",
+        ]) {
+            *n = get_varint(buf, &mut pos).ok_or_else(|| Malformed(format!("bad {name}")))?;
+        }
+        let [entries, deletions, max_seq, data_blocks, data_size] = numbers;
+        let len = get_varint_usize(buf, &mut pos).ok_or("bad filter policy name length")?;
+        let name = pos
+            .checked_add(len)
+            .and_then(|end| buf.get(pos..end))
+            .ok_or("filter policy name runs past the end of the block")?;
+        pos += len;
+        let filter_policy = std::str::from_utf8(name)
+            .map_err(|_| Malformed::from("filter policy name is not UTF-8"))?
+            .to_owned();
+        let bits_per_key = f64::from_bits(u64_at(buf, pos).ok_or("missing bits_per_key")?);
+        pos += 8;
+        if pos != buf.len() {
+            return Err(Malformed(format!(
+                "{} unexpected bytes after the properties",
+                buf.len() - pos
+            )));
+        }
+        let props = TableProperties {
+            format_version,
+            smallest,
+            largest,
+            entries,
+            deletions,
+            max_seq,
+            data_blocks,
+            data_size,
+            filter_policy,
+            bits_per_key,
+        };
+        props.validate()?;
+        Ok(props)
+    }
+
+    fn validate(&self) -> Result<(), Malformed> {
+        let problem = if self.smallest > self.largest {
+            "smallest key is greater than largest key"
+        } else if self.entries == 0 || self.data_blocks == 0 {
+            "a table holds at least one entry in one data block"
+        } else if self.deletions > self.entries {
+            "more deletions than entries"
+        } else if self.data_blocks > self.entries {
+            "more data blocks than entries"
+        } else if !(self.bits_per_key.is_finite() && self.bits_per_key >= 0.0) {
+            "bits_per_key is not a finite non-negative number"
+        } else {
+            return Ok(());
+        };
+        Err(problem.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> TableProperties {
+        TableProperties {
+            format_version: 1,
+            smallest: Bytes::from_static(b"apple"),
+            largest: Bytes::from_static(b"zebra\xff"),
+            entries: 1000,
+            deletions: 10,
+            max_seq: 1 << 40,
+            data_blocks: 30,
+            data_size: 123_456,
+            filter_policy: "bloomkv.test".into(),
+            bits_per_key: 10.0,
+        }
+    }
+
+    #[test]
+    fn properties_round_trip() {
+        let p = sample();
+        assert_eq!(TableProperties::decode(&p.encode()), Ok(p));
+        let q = TableProperties {
+            filter_policy: String::new(),
+            bits_per_key: 0.0,
+            smallest: Bytes::new(),
+            ..sample()
+        };
+        assert_eq!(TableProperties::decode(&q.encode()), Ok(q));
+    }
+
+    #[test]
+    fn every_truncation_and_extension_is_refused() {
+        let bytes = sample().encode();
+        for len in 0..bytes.len() {
+            assert!(TableProperties::decode(&bytes[..len]).is_err(), "len {len}");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(TableProperties::decode(&longer).is_err());
+    }
+
+    #[test]
+    fn inconsistent_properties_are_refused() {
+        let swapped = TableProperties {
+            smallest: Bytes::from_static(b"z"),
+            largest: Bytes::from_static(b"a"),
+            ..sample()
+        };
+        assert!(TableProperties::decode(&swapped.encode()).is_err());
+        let nan = TableProperties {
+            bits_per_key: f64::NAN,
+            ..sample()
+        };
+        assert!(TableProperties::decode(&nan.encode()).is_err());
+    }
+}

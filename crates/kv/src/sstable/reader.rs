@@ -1,0 +1,310 @@
+//! An open table: the footer, properties, index and filter in memory, the data on disk.
+//!
+//! [`Table::get`] is the read path for one table. Each decision it makes is counted on
+//! the line that makes it:
+//!
+//! ```text
+//!  key outside [smallest, largest] ──> None                     (not a probe)
+//!  table_probes += 1
+//!  filter says "absent" ───────────> None, no read              (filter_negatives)
+//!  index: first block with separator >= key
+//!  one positioned read of block + trailer, CRC checked          (data_block_reads)
+//!  restart-point binary search, scan one run ──> entry or None  (filter_true_positives)
+//! ```
+//!
+//! A filter block that fails to open is ignored (the table answers from its data
+//! blocks, never a false "absent") and counted in `filter_corrupt`; a filter written by
+//! a policy this store does not know is ignored too. Anything else that fails to
+//! validate is [`Error::Corruption`] naming the file.
+
+use std::fmt;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv_filter::{FilterInfo, FilterPolicy, FilterReader, KeyHash};
+use bytes::Bytes;
+
+use super::file::TableFile;
+use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
+use super::index::IndexBlock;
+use super::iter::TableIter;
+use super::properties::TableProperties;
+use super::trailer;
+use super::verify::{self, BlockProblem};
+use super::{BlockKind, Malformed};
+use crate::error::{Error, Result};
+use crate::fs::RandomAccessFile;
+use crate::stats::{self, Counters};
+use crate::types::Entry;
+
+/// Whether a table's lookups consult a filter, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterState {
+    /// The filter block is loaded and consulted.
+    Loaded,
+    /// The table was written without a filter policy.
+    NotWritten,
+    /// The filter block failed to validate; lookups read data blocks instead.
+    Corrupt(String),
+    /// The table's filter was written by a policy not among those the store was given.
+    UnknownPolicy(String),
+}
+
+/// An open, immutable table. Cheap to clone; clones share the loaded metadata.
+#[derive(Clone)]
+pub struct Table {
+    pub(crate) inner: Arc<TableInner>,
+}
+
+pub(crate) struct TableInner {
+    pub(crate) file: TableFile,
+    pub(crate) file_size: u64,
+    pub(crate) properties: TableProperties,
+    pub(crate) index: IndexBlock,
+    pub(crate) filter: Option<Box<dyn FilterReader>>,
+    pub(crate) filter_state: FilterState,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("path", &self.path())
+            .field("file_size", &self.file_size())
+            .field("entries", &self.inner.properties.entries)
+            .field("filter", &self.inner.filter_state)
+            .finish()
+    }
+}
+
+impl Table {
+    /// Opens a table: reads and validates the footer, then the properties, index and
+    /// filter blocks (in one read). `policies` are the filter policies the store knows;
+    /// the one whose name the table recorded opens its filter.
+    pub fn open(
+        file: Arc<dyn RandomAccessFile>,
+        path: PathBuf,
+        counters: Arc<Counters>,
+        policies: &[Arc<dyn FilterPolicy>],
+    ) -> Result<Table> {
+        let file = TableFile::new(file, path, counters);
+        let file_size = file.size()?;
+        let footer = read_footer(&file, file_size)?;
+
+        // Filter, index and properties lie together between the data and the footer.
+        let meta_start = footer.meta_start();
+        let meta_end = file_size - FOOTER_SIZE as u64;
+        let meta_len = usize::try_from(meta_end - meta_start).map_err(|_| {
+            file.corruption(BlockKind::Footer, meta_end, "metadata too large".into())
+        })?;
+        let meta = file.read(meta_start, meta_len)?;
+        let block = |handle: BlockHandle, kind: BlockKind| -> Result<&[u8]> {
+            // The footer checked that each handle ends before the footer starts.
+            let start = (handle.offset - meta_start) as usize;
+            let sealed = handle
+                .end()
+                .and_then(|end| meta.get(start..(end - meta_start) as usize))
+                .ok_or_else(|| {
+                    file.corruption(kind, handle.offset, "block outside the metadata".into())
+                })?;
+            let len =
+                trailer::check(sealed).map_err(|m| file.corruption(kind, handle.offset, m))?;
+            Ok(&sealed[..len])
+        };
+
+        let props_handle = footer.properties;
+        let properties = TableProperties::decode(block(props_handle, BlockKind::Properties)?)
+            .map_err(|m| file.corruption(BlockKind::Properties, props_handle.offset, m))?;
+        let index = IndexBlock::decode(block(footer.index, BlockKind::Index)?.to_vec(), meta_start)
+            .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
+        if index.len() as u64 != properties.data_blocks {
+            return Err(file.corruption(
+                BlockKind::Index,
+                footer.index.offset,
+                Malformed(format!(
+                    "{} entries, but the properties count {} data blocks",
+                    index.len(),
+                    properties.data_blocks
+                )),
+            ));
+        }
+
+        let (filter, filter_state) = match footer.filter {
+            None if properties.filter_policy.is_empty() => (None, FilterState::NotWritten),
+            None => {
+                return Err(file.corruption(
+                    BlockKind::Footer,
+                    meta_end,
+                    "properties name a filter policy but the footer has no filter".into(),
+                ))
+            }
+            Some(handle) => {
+                let name = &properties.filter_policy;
+                match policies.iter().find(|p| p.name() == name) {
+                    None => (None, FilterState::UnknownPolicy(name.clone())),
+                    Some(policy) => {
+                        let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
+                            policy.open_reader(bytes).map_err(|e| {
+                                file.corruption(
+                                    BlockKind::Filter,
+                                    handle.offset,
+                                    e.to_string().into(),
+                                )
+                            })
+                        });
+                        match opened {
+                            Ok(reader) => (Some(reader), FilterState::Loaded),
+                            Err(e) => {
+                                // Fail open: the table is read without its filter.
+                                stats::bump(&file.counters().filter_corrupt);
+                                (None, FilterState::Corrupt(e.to_string()))
+                            }
+                        }
+                    }
+                }
+            }
+        };
+
+        Ok(Table {
+            inner: Arc::new(TableInner {
+                file,
+                file_size,
+                properties,
+                index,
+                filter,
+                filter_state,
+            }),
+        })
+    }
+
+    /// Looks `key` up; `hash` is `KeyHash::of(key)`, computed once per store lookup.
+    /// Returns the entry (a tombstone too: the store decides what it means) or `None`.
+    pub fn get(&self, key: &[u8], hash: KeyHash) -> Result<Option<Entry>> {
+        let t = &*self.inner;
+        let c = t.file.counters();
+        if key < &t.properties.smallest[..] || key > &t.properties.largest[..] {
+            return Ok(None);
+        }
+        stats::bump(&c.table_probes);
+        let filter_said_maybe = match &t.filter {
+            None => false,
+            Some(filter) => {
+                stats::bump(&c.filter_checks);
+                if !filter.may_contain_hash(hash) {
+                    stats::bump(&c.filter_negatives);
+                    return Ok(None);
+                }
+                stats::bump(&c.filter_positives);
+                true
+            }
+        };
+        let Some(handle) = t.index.handle(t.index.find(key)) else {
+            return Ok(None); // unreachable for a key <= largest: the last separator is largest
+        };
+        let block = t.file.read_data_block(handle)?;
+        let found = block
+            .get(key)
+            .map_err(|m| t.file.corruption(BlockKind::Data, handle.offset, m))?;
+        let Some(found) = found else {
+            return Ok(None);
+        };
+        if filter_said_maybe {
+            stats::bump(&c.filter_true_positives);
+        }
+        Ok(Some(Entry {
+            key: Bytes::copy_from_slice(key),
+            seq: found.seq,
+            kind: found.kind,
+            // Copied: a returned value must not pin the whole block in memory.
+            value: Bytes::copy_from_slice(block.bytes(found.value)),
+        }))
+    }
+
+    /// All entries in key order, reading each data block once.
+    pub fn iter(&self) -> TableIter {
+        self.iter_from(Bound::Unbounded)
+    }
+
+    /// Entries from `start` on, in key order.
+    pub fn iter_from(&self, start: Bound<&[u8]>) -> TableIter {
+        TableIter::new(self.inner.clone(), start)
+    }
+
+    /// Re-reads every block of the file and reports each one that fails its checksum or
+    /// does not decode, plus disagreements between data and properties.
+    pub fn verify(&self) -> Vec<BlockProblem> {
+        verify::check_table_file(&self.inner.file)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.inner.file.path()
+    }
+
+    /// The file's size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.inner.file_size
+    }
+
+    /// The smallest key in the table.
+    pub fn smallest(&self) -> &Bytes {
+        &self.inner.properties.smallest
+    }
+
+    /// The largest key in the table.
+    pub fn largest(&self) -> &Bytes {
+        &self.inner.properties.largest
+    }
+
+    /// What the table says about itself.
+    pub fn properties(&self) -> &TableProperties {
+        &self.inner.properties
+    }
+
+    /// Whether lookups consult a filter.
+    pub fn has_filter(&self) -> bool {
+        self.inner.filter.is_some()
+    }
+
+    /// Whether the filter is loaded, and if not, why.
+    pub fn filter_state(&self) -> &FilterState {
+        &self.inner.filter_state
+    }
+
+    /// What the loaded filter says about itself.
+    pub fn filter_info(&self) -> Option<FilterInfo> {
+        self.inner.filter.as_ref().map(|f| f.info())
+    }
+
+    /// Heap bytes of the loaded filter (0 without one).
+    pub fn filter_memory_bytes(&self) -> usize {
+        self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes())
+    }
+
+    /// Heap bytes of the in-memory index.
+    pub fn index_memory_bytes(&self) -> usize {
+        self.inner.index.memory_bytes()
+    }
+
+    /// Number of data blocks.
+    pub fn num_data_blocks(&self) -> usize {
+        self.inner.index.len()
+    }
+
+    /// Asks the OS to drop the file's cached pages (cold-cache benchmarks).
+    pub fn drop_cache(&self) -> Result<()> {
+        self.inner.file.drop_cache()
+    }
+}
+
+/// Reads and validates the footer of a `file_size`-byte table.
+pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
+    let footer_at = file_size.checked_sub(FOOTER_SIZE as u64).ok_or_else(|| {
+        Error::corruption(
+            file.path(),
+            format!("file is {file_size} bytes, shorter than the {FOOTER_SIZE}-byte footer"),
+        )
+    })?;
+    let bytes = file.read(footer_at, FOOTER_SIZE)?;
+    Footer::decode(&bytes, file_size).map_err(|m| file.corruption(BlockKind::Footer, footer_at, m))
+}

@@ -1,0 +1,588 @@
+//! Table-level tests: round trips, lookups, iteration, damage and counting.
+
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bloomkv_filter::KeyHash;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::test_util::*;
+use super::*;
+use crate::error::Error;
+use crate::stats::Counters;
+use crate::types::ValueKind;
+
+fn get(table: &Table, key: &[u8]) -> crate::Result<Option<crate::Entry>> {
+    table.get(key, KeyHash::of(key))
+}
+
+/// Random sorted, distinct entries: binary keys, some long, some empty values.
+fn random_entries(rng: &mut StdRng, n: usize, max_key: usize, max_value: usize) -> Vec<TestEntry> {
+    let mut keys = BTreeSet::new();
+    while keys.len() < n {
+        let len = rng.gen_range(0..=max_key);
+        // A small alphabet makes shared prefixes common.
+        let key: Vec<u8> = (0..len).map(|_| rng.gen_range(0..4u8) * 85).collect();
+        keys.insert(key);
+    }
+    keys.into_iter()
+        .map(|k| {
+            let kind = if rng.gen_bool(0.2) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let vlen = if rng.gen_bool(0.2) {
+                0
+            } else {
+                rng.gen_range(0..=max_value)
+            };
+            let value = (0..vlen).map(|_| rng.gen()).collect();
+            let shift = rng.gen_range(0..64);
+            (k, rng.gen_range(0..u64::MAX >> shift), kind, value)
+        })
+        .collect()
+}
+
+fn assert_entry(got: &crate::Entry, want: &TestEntry) {
+    assert_eq!(&got.key[..], &want.0[..]);
+    assert_eq!(got.seq, want.1);
+    assert_eq!(got.kind, want.2);
+    assert_eq!(&got.value[..], &want.3[..]);
+}
+
+fn small_entries() -> Vec<TestEntry> {
+    (0..40u32)
+        .map(|i| {
+            let kind = if i % 7 == 3 {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let v = if kind == ValueKind::Delete {
+                Vec::new()
+            } else {
+                format!("value-{i}").into_bytes()
+            };
+            (
+                format!("key-{:04}", i * 3).into_bytes(),
+                u64::from(i) + 100,
+                kind,
+                v,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn random_tables_round_trip() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for round in 0..24 {
+        let n = rng.gen_range(1..400);
+        let max_key = [6, 12, 300][round % 3]; // 6: ~5000 distinct keys, enough for n
+        let entries = random_entries(&mut rng, n, max_key, 100);
+        let block_size = [1, 64, 512, 4096][round % 4];
+        let restart_interval = [1, 3, 16][round % 3];
+        let with_filter = round % 2 == 0;
+        let options = TableOptions {
+            block_size,
+            restart_interval,
+            filter_policy: if with_filter {
+                Some(Arc::new(ExactPolicy))
+            } else {
+                None
+            },
+        };
+        let (data, summary) = build(&entries, options);
+        assert_eq!(summary.file_size, data.len() as u64);
+        assert_eq!(summary.entries, entries.len() as u64);
+        assert_eq!(&summary.smallest[..], &entries[0].0[..]);
+        assert_eq!(&summary.largest[..], &entries.last().unwrap().0[..]);
+        let deletions = entries.iter().filter(|e| e.2 == ValueKind::Delete).count();
+        assert_eq!(summary.deletions, deletions as u64);
+        assert_eq!(summary.max_seq, entries.iter().map(|e| e.1).max().unwrap());
+
+        let (table, _, _) = open(data);
+        let table = table.unwrap();
+        assert_eq!(table.has_filter(), with_filter);
+        assert_eq!(table.properties().entries, entries.len() as u64);
+        assert!(table.verify().is_empty(), "{:?}", table.verify());
+        for e in &entries {
+            assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+        }
+        // Absent keys: between, before and after the present ones.
+        for _ in 0..200 {
+            let len = rng.gen_range(0..=max_key + 1);
+            let key: Vec<u8> = (0..len).map(|_| rng.gen_range(0..5u8) * 60).collect();
+            let want = entries.binary_search_by(|e| e.0.cmp(&key)).ok();
+            match (get(&table, &key).unwrap(), want) {
+                (None, None) => {}
+                (Some(got), Some(i)) => assert_entry(&got, &entries[i]),
+                (got, want) => panic!("key {key:?}: got {got:?}, want index {want:?}"),
+            }
+        }
+        let all: Vec<_> = table.iter().map(|e| e.unwrap()).collect();
+        assert_eq!(all.len(), entries.len());
+        for (got, want) in all.iter().zip(&entries) {
+            assert_entry(got, want);
+        }
+        // iter_from at present keys, absent keys, inclusive and exclusive.
+        for _ in 0..20 {
+            let probe = if rng.gen_bool(0.5) {
+                entries[rng.gen_range(0..entries.len())].0.clone()
+            } else {
+                (0..rng.gen_range(0..=max_key))
+                    .map(|_| rng.gen_range(0..5u8) * 60)
+                    .collect()
+            };
+            let first_incl = entries.partition_point(|e| e.0 < probe);
+            let first_excl = entries.partition_point(|e| e.0 <= probe);
+            let incl: Vec<_> = table
+                .iter_from(Bound::Included(&probe))
+                .map(|e| e.unwrap())
+                .collect();
+            let excl: Vec<_> = table
+                .iter_from(Bound::Excluded(&probe))
+                .map(|e| e.unwrap())
+                .collect();
+            assert_eq!(incl.len(), entries.len() - first_incl);
+            assert_eq!(excl.len(), entries.len() - first_excl);
+            for (got, want) in incl.iter().zip(&entries[first_incl..]) {
+                assert_entry(got, want);
+            }
+            for (got, want) in excl.iter().zip(&entries[first_excl..]) {
+                assert_entry(got, want);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_single_entry_table_with_an_empty_key_and_value_round_trips() {
+    let entries = vec![(Vec::new(), 5, ValueKind::Put, Vec::new())];
+    let (data, _) = build(&entries, exact_options(4096));
+    let table = open(data).0.unwrap();
+    assert_entry(&get(&table, b"").unwrap().unwrap(), &entries[0]);
+    assert_eq!(get(&table, b"\0").unwrap(), None);
+    assert_eq!(table.iter().count(), 1);
+}
+
+#[test]
+fn out_of_order_and_duplicate_keys_are_refused_without_harm() {
+    let file = MemWritable::default();
+    let mut b = TableBuilder::new(Box::new(file.clone()), path(), TableOptions::default());
+    b.add(b"b", 1, ValueKind::Put, b"1").unwrap();
+    for bad in [&b"a"[..], b"b", b""] {
+        let err = b.add(bad, 2, ValueKind::Put, b"x").unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+    b.add(b"c", 3, ValueKind::Put, b"3").unwrap();
+    assert_eq!(b.num_entries(), 2);
+    assert!(b.estimated_size() > 0);
+    b.finish().unwrap();
+    let table = open(file.data.lock().unwrap().clone()).0.unwrap();
+    let keys: Vec<_> = table.iter().map(|e| e.unwrap().key).collect();
+    assert_eq!(keys, vec![&b"b"[..], b"c"]);
+}
+
+#[test]
+fn an_empty_table_is_refused() {
+    let b = TableBuilder::new(
+        Box::new(MemWritable::default()),
+        path(),
+        TableOptions::default(),
+    );
+    assert!(matches!(b.finish(), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn keys_outside_the_range_are_not_probes() {
+    let (data, _) = build(&small_entries(), exact_options(128));
+    let (table, counters, file) = open(data);
+    let table = table.unwrap();
+    let before = file.reads.load(Ordering::Relaxed);
+    assert_eq!(get(&table, b"a").unwrap(), None);
+    assert_eq!(get(&table, b"zzz").unwrap(), None);
+    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(file.reads.load(Ordering::Relaxed), before);
+}
+
+#[test]
+fn absent_keys_rejected_by_the_filter_cost_no_read() {
+    let (data, _) = build(&small_entries(), exact_options(128));
+    let (table, counters, file) = open(data);
+    let table = table.unwrap();
+    // Opening reads the footer, then the metadata blocks: two reads, both counted.
+    assert_eq!(file.reads.load(Ordering::Relaxed), 2);
+    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 2);
+    let reads_after_open = counters.data_block_reads.load(Ordering::Relaxed);
+    for i in 0..40u32 {
+        let key = format!("key-{:04}", i * 3 + 1).into_bytes();
+        assert_eq!(get(&table, &key).unwrap(), None);
+    }
+    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 39);
+    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 39);
+    assert_eq!(counters.filter_negatives.load(Ordering::Relaxed), 39);
+    assert_eq!(counters.filter_positives.load(Ordering::Relaxed), 0);
+    assert_eq!(
+        counters.data_block_reads.load(Ordering::Relaxed),
+        reads_after_open
+    );
+    assert_eq!(file.reads.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_present_key_costs_exactly_one_read_of_its_block_and_trailer() {
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let (table, counters, file) = open(data);
+    let table = table.unwrap();
+    assert!(table.num_data_blocks() > 3);
+    for (n, e) in entries.iter().enumerate() {
+        let reads = counters.data_block_reads.load(Ordering::Relaxed);
+        let bytes = counters.bytes_read.load(Ordering::Relaxed);
+        let syscalls = file.reads.load(Ordering::Relaxed);
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+        let handle = table
+            .inner
+            .index
+            .handle(table.inner.index.find(&e.0))
+            .unwrap();
+        assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), reads + 1);
+        assert_eq!(file.reads.load(Ordering::Relaxed), syscalls + 1);
+        assert_eq!(
+            counters.bytes_read.load(Ordering::Relaxed) - bytes,
+            handle.size + 5
+        );
+        assert_eq!(
+            counters.filter_positives.load(Ordering::Relaxed),
+            n as u64 + 1
+        );
+        assert_eq!(
+            counters.filter_true_positives.load(Ordering::Relaxed),
+            n as u64 + 1
+        );
+    }
+}
+
+#[test]
+fn a_table_without_filter_reads_one_block_per_probe() {
+    let entries = small_entries();
+    let options = TableOptions {
+        block_size: 128,
+        ..TableOptions::default()
+    };
+    let (data, _) = build(&entries, options);
+    let (table, counters, _) = open(data);
+    let table = table.unwrap();
+    assert_eq!(table.filter_state(), &FilterState::NotWritten);
+    assert_eq!(table.filter_info(), None);
+    assert_eq!(get(&table, b"key-0001").unwrap(), None);
+    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 3);
+    assert_entry(&get(&table, b"key-0000").unwrap().unwrap(), &entries[0]);
+    assert_eq!(counters.filter_true_positives.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn iteration_reads_each_block_once() {
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let (table, counters, _) = open(data);
+    let table = table.unwrap();
+    let before = counters.data_block_reads.load(Ordering::Relaxed);
+    assert_eq!(table.iter().count(), entries.len());
+    let after = counters.data_block_reads.load(Ordering::Relaxed);
+    assert_eq!(after - before, table.num_data_blocks() as u64);
+}
+
+#[test]
+fn the_filter_is_recorded_and_reported() {
+    let (data, _) = build(&small_entries(), exact_options(4096));
+    let table = open(data).0.unwrap();
+    assert_eq!(table.properties().filter_policy, EXACT_NAME);
+    assert_eq!(table.properties().bits_per_key, 64.0);
+    assert_eq!(table.filter_state(), &FilterState::Loaded);
+    assert_eq!(table.filter_info().unwrap().num_keys, 40);
+    assert_eq!(table.filter_memory_bytes(), 40 * 8);
+}
+
+#[test]
+fn an_unknown_filter_policy_is_ignored() {
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let counters = Arc::new(Counters::default());
+    let table = Table::open(MemFile::new(data), path(), counters.clone(), &[]).unwrap();
+    assert_eq!(
+        table.filter_state(),
+        &FilterState::UnknownPolicy(EXACT_NAME.into())
+    );
+    assert!(!table.has_filter());
+    for e in &entries {
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+    }
+    assert_eq!(counters.filter_corrupt.load(Ordering::Relaxed), 0);
+}
+
+/// Every single-byte change outside the filter is caught or harmless; never a wrong
+/// answer, never a panic. Changes inside the filter only drop the filter.
+#[test]
+fn every_flipped_byte_gives_the_right_answer_or_corruption() {
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let clean = open(data.clone()).0.unwrap();
+    let footer = reader::read_footer(&clean.inner.file, data.len() as u64).unwrap();
+    let filter = footer.filter.unwrap();
+    let filter_range = filter.offset as usize..filter.end().unwrap() as usize;
+    let is_named_corruption =
+        |e: &Error| matches!(e, Error::Corruption { file, .. } if *file == path());
+    for i in 0..data.len() {
+        let mut bad = data.clone();
+        bad[i] ^= 0x5a;
+        let (table, counters, _) = open(bad);
+        let table = match table {
+            Ok(t) => t,
+            Err(e) => {
+                assert!(is_named_corruption(&e), "byte {i}: {e}");
+                assert!(
+                    !filter_range.contains(&i),
+                    "byte {i}: a bad filter must not fail open"
+                );
+                continue;
+            }
+        };
+        if filter_range.contains(&i) {
+            assert!(!table.has_filter(), "byte {i}");
+            assert!(matches!(table.filter_state(), FilterState::Corrupt(_)));
+            assert_eq!(counters.filter_corrupt.load(Ordering::Relaxed), 1);
+        }
+        for e in &entries {
+            match get(&table, &e.0) {
+                Ok(Some(got)) => assert_entry(&got, e),
+                Ok(None) => panic!("byte {i}: present key {:?} not found", e.0),
+                Err(err) => assert!(is_named_corruption(&err), "byte {i}: {err}"),
+            }
+            let mut absent = e.0.clone();
+            absent.push(b'!');
+            match get(&table, &absent) {
+                Ok(None) => {}
+                Ok(Some(got)) => panic!("byte {i}: absent key found: {got:?}"),
+                Err(err) => assert!(is_named_corruption(&err), "byte {i}: {err}"),
+            }
+        }
+        let mut n = 0;
+        for item in table.iter() {
+            match item {
+                Ok(got) => {
+                    assert_entry(&got, &entries[n]);
+                    n += 1;
+                }
+                Err(err) => {
+                    assert!(is_named_corruption(&err), "byte {i}: {err}");
+                    break;
+                }
+            }
+        }
+        let problems = table.verify();
+        if !filter_range.contains(&i) && n == entries.len() {
+            // A data block was damaged only if iteration saw it; otherwise nothing was.
+            assert!(problems.is_empty(), "byte {i}: {problems:?}");
+        } else {
+            assert!(!problems.is_empty(), "byte {i}: verify missed the damage");
+        }
+    }
+}
+
+#[test]
+fn every_truncation_is_corruption() {
+    let (data, _) = build(&small_entries(), exact_options(128));
+    for len in 0..data.len() {
+        match open(data[..len].to_vec()).0 {
+            Ok(_) => panic!("a table truncated to {len} bytes opened"),
+            Err(Error::Corruption { file, .. }) => assert_eq!(file, path()),
+            Err(e) => panic!("truncated to {len}: {e}"),
+        }
+        assert!(!check_file(MemFile::new(data[..len].to_vec()), path()).is_empty());
+    }
+}
+
+#[test]
+fn a_short_file_names_itself() {
+    let err = open(vec![0; 10]).0.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("000042.sst") && text.contains("shorter"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_file_reports_the_bad_block_by_kind_and_offset() {
+    let (data, _) = build(&small_entries(), exact_options(128));
+    assert_eq!(check_file(MemFile::new(data.clone()), path()), vec![]);
+    let table = open(data.clone()).0.unwrap();
+    let second = table.inner.index.handle(1).unwrap();
+    let mut bad = data.clone();
+    bad[second.offset as usize + 2] ^= 1;
+    let problems = check_file(MemFile::new(bad), path());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, BlockKind::Data);
+    assert_eq!(problems[0].offset, second.offset);
+    assert!(
+        problems[0].to_string().contains("checksum"),
+        "{}",
+        problems[0]
+    );
+}
+
+#[test]
+fn get_reports_a_bad_data_block_by_file_and_offset() {
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let table = open(data.clone()).0.unwrap();
+    let first = table.inner.index.handle(0).unwrap();
+    let mut bad = data;
+    bad[1] ^= 0xff;
+    let table = open(bad).0.unwrap();
+    let err = get(&table, &entries[0].0).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("000042.sst"), "{text}");
+    assert!(
+        text.contains(&format!("data block at offset {}", first.offset)),
+        "{text}"
+    );
+    let mut it = table.iter();
+    assert!(it.next().unwrap().is_err());
+    assert!(it.next().is_none(), "an iterator ends after its error");
+}
+
+#[test]
+fn a_failed_write_poisons_the_builder() {
+    struct Failing;
+    impl crate::fs::WritableFile for Failing {
+        fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
+            Err(std::io::Error::other("disk full"))
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let options = TableOptions {
+        block_size: 1,
+        ..TableOptions::default()
+    };
+    let mut b = TableBuilder::new(Box::new(Failing), path(), options);
+    assert!(matches!(
+        b.add(b"a", 1, ValueKind::Put, b"1"),
+        Err(Error::Io(_))
+    ));
+    assert!(matches!(
+        b.add(b"b", 1, ValueKind::Put, b"1"),
+        Err(Error::Io(_))
+    ));
+    assert!(matches!(b.finish(), Err(Error::Io(_))));
+}
+
+#[test]
+fn a_filter_its_policy_cannot_open_falls_back_to_the_data() {
+    /// Writes like the exact policy but refuses every block it is asked to open.
+    #[derive(Debug)]
+    struct Refusing;
+    impl bloomkv_filter::FilterPolicy for Refusing {
+        fn name(&self) -> &str {
+            EXACT_NAME
+        }
+        fn bits_per_key(&self) -> f64 {
+            64.0
+        }
+        fn new_builder(&self) -> Box<dyn bloomkv_filter::FilterBuilder> {
+            ExactPolicy.new_builder()
+        }
+        fn open_reader(
+            &self,
+            _: &[u8],
+        ) -> Result<Box<dyn bloomkv_filter::FilterReader>, bloomkv_filter::FilterError> {
+            Err(bloomkv_filter::FilterError::Corrupt(
+                "unsupported layout".into(),
+            ))
+        }
+    }
+    use bloomkv_filter::FilterPolicy;
+    let entries = small_entries();
+    let (data, _) = build(&entries, exact_options(128));
+    let counters = Arc::new(Counters::default());
+    let policies: Vec<Arc<dyn FilterPolicy>> = vec![Arc::new(Refusing)];
+    let table = Table::open(MemFile::new(data), path(), counters.clone(), &policies).unwrap();
+    assert!(!table.has_filter());
+    match table.filter_state() {
+        FilterState::Corrupt(why) => assert!(why.contains("unsupported layout"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(counters.filter_corrupt.load(Ordering::Relaxed), 1);
+    for e in &entries {
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+    }
+    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn tables_round_trip_through_the_os_file_system() {
+    use crate::fs::{FileSystem, OsFileSystem};
+    let dir = tempfile::tempdir().unwrap();
+    let file_path = dir.path().join("000007.sst");
+    let entries = small_entries();
+    let mut b = TableBuilder::new(
+        OsFileSystem.create(&file_path).unwrap(),
+        file_path.clone(),
+        exact_options(256),
+    );
+    for (k, seq, kind, v) in &entries {
+        b.add(k, *seq, *kind, v).unwrap();
+    }
+    let summary = b.finish().unwrap();
+    let file = OsFileSystem.open_random(&file_path).unwrap();
+    assert_eq!(file.len().unwrap(), summary.file_size);
+    let counters = Arc::new(Counters::default());
+    let table = Table::open(file.clone(), file_path.clone(), counters, &policies()).unwrap();
+    assert_eq!(table.path(), file_path);
+    for e in &entries {
+        assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+    }
+    assert!(table.verify().is_empty());
+    assert!(check_file(file, file_path).is_empty());
+}
+
+#[test]
+fn tables_and_iterators_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send::<TableIter>();
+    send::<TableBuilder>();
+}
+
+#[test]
+fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
+    let entries = small_entries();
+    let (mut data, _) = build(&entries, exact_options(128));
+    let table = open(data.clone()).0.unwrap();
+    let h = table.inner.index.handle(0).unwrap();
+    let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
+    data[end - 4..end].copy_from_slice(&u32::MAX.to_le_bytes());
+    // Re-seal so the checksum holds and only the block's own validation can object.
+    let crc = crc32fast::hash(&data[start..=end]);
+    data[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
+    let table = open(data).0.unwrap();
+    let err = get(&table, &entries[0].0).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("000042.sst") && text.contains("restart count"),
+        "{text}"
+    );
+    assert!(table.iter().next().unwrap().is_err());
+    assert_eq!(table.verify().len(), 1);
+}

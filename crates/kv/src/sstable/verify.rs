@@ -1,0 +1,255 @@
+//! Checking a table file block by block, for `bloomkv verify` and tests.
+//!
+//! Opening a table stops at the first problem; a check goes on and lists them all:
+//! every block's checksum and structure, the data blocks tiling the file up to the
+//! metadata, keys increasing across blocks and within their index separators, and the
+//! properties agreeing with what the data holds. A filter block is checked by its
+//! trailer's CRC (its own decoder is the filter policy's, used when the table opens).
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::file::TableFile;
+use super::footer::FOOTER_SIZE;
+use super::index::IndexBlock;
+use super::properties::TableProperties;
+use super::reader::read_footer;
+use super::BlockKind;
+use crate::error::Error;
+use crate::fs::RandomAccessFile;
+use crate::stats::Counters;
+use crate::types::ValueKind;
+
+/// One block that failed a check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockProblem {
+    /// Which part of the file.
+    pub kind: BlockKind,
+    /// The block's offset in the file.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for BlockProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {}",
+            self.kind, self.offset, self.reason
+        )
+    }
+}
+
+/// Checks a table file without opening it as a [`Table`](super::Table): no filter policy
+/// is needed and every problem is listed (an empty list means the file is sound). Its
+/// reads are not charged to any store's counters.
+pub fn check_file(file: Arc<dyn RandomAccessFile>, path: PathBuf) -> Vec<BlockProblem> {
+    check_table_file(&TableFile::new(file, path, Arc::new(Counters::default())))
+}
+
+/// What a walk over the data blocks found.
+#[derive(Default)]
+struct Tally {
+    entries: u64,
+    deletions: u64,
+    max_seq: u64,
+    smallest: Option<Bytes>,
+    largest: Option<Bytes>,
+    complete: bool,
+}
+
+pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
+    let mut problems = Vec::new();
+    let mut report = |kind, offset, reason: String| {
+        problems.push(BlockProblem {
+            kind,
+            offset,
+            reason,
+        })
+    };
+    let file_size = match file.size() {
+        Ok(n) => n,
+        Err(e) => {
+            report(BlockKind::Footer, 0, reason(e));
+            return problems;
+        }
+    };
+    let footer = match read_footer(file, file_size) {
+        Ok(f) => f,
+        Err(e) => {
+            report(
+                BlockKind::Footer,
+                file_size.saturating_sub(FOOTER_SIZE as u64),
+                reason(e),
+            );
+            return problems;
+        }
+    };
+    if let Some(h) = footer.filter {
+        if let Err(e) = file.read_block(h, BlockKind::Filter) {
+            report(BlockKind::Filter, h.offset, reason(e));
+        }
+    }
+    let p = footer.properties;
+    let properties = file.read_block(p, BlockKind::Properties).and_then(|bytes| {
+        TableProperties::decode(&bytes)
+            .map_err(|m| file.corruption(BlockKind::Properties, p.offset, m))
+    });
+    let properties = properties
+        .map_err(|e| report(BlockKind::Properties, p.offset, reason(e)))
+        .ok();
+    let meta_start = footer.meta_start();
+    let ix = footer.index;
+    let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
+        IndexBlock::decode(bytes, meta_start)
+            .map_err(|m| file.corruption(BlockKind::Index, ix.offset, m))
+    });
+    let Ok(index) = index.map_err(|e| report(BlockKind::Index, ix.offset, reason(e))) else {
+        return problems;
+    };
+
+    let tally = check_data_blocks(file, &index, meta_start, &mut report);
+    if let (Some(props), true) = (properties, tally.complete) {
+        let mut disagree = |what: &str, recorded: String, found: String| {
+            if recorded != found {
+                report(
+                    BlockKind::Properties,
+                    p.offset,
+                    format!("{what}: recorded {recorded}, data holds {found}"),
+                );
+            }
+        };
+        disagree(
+            "entries",
+            props.entries.to_string(),
+            tally.entries.to_string(),
+        );
+        disagree(
+            "deletions",
+            props.deletions.to_string(),
+            tally.deletions.to_string(),
+        );
+        disagree(
+            "max_seq",
+            props.max_seq.to_string(),
+            tally.max_seq.to_string(),
+        );
+        disagree(
+            "data_blocks",
+            props.data_blocks.to_string(),
+            index.len().to_string(),
+        );
+        disagree(
+            "data_size",
+            props.data_size.to_string(),
+            meta_start.to_string(),
+        );
+        let show = |k: Option<Bytes>| k.map_or("none".into(), |k| super::show_key(&k));
+        disagree(
+            "smallest key",
+            super::show_key(&props.smallest),
+            show(tally.smallest),
+        );
+        disagree(
+            "largest key",
+            super::show_key(&props.largest),
+            show(tally.largest),
+        );
+    }
+    problems
+}
+
+/// Reads every data block the index names; reports bad blocks and ordering problems.
+fn check_data_blocks(
+    file: &TableFile,
+    index: &IndexBlock,
+    meta_start: u64,
+    report: &mut impl FnMut(BlockKind, u64, String),
+) -> Tally {
+    let mut tally = Tally {
+        complete: true,
+        ..Tally::default()
+    };
+    let mut expected_offset = 0;
+    for i in 0..index.len() {
+        let (Some(h), Some(separator)) = (index.handle(i), index.separator(i)) else {
+            break;
+        };
+        if h.offset != expected_offset {
+            report(
+                BlockKind::Index,
+                h.offset,
+                format!(
+                    "data block {i} starts at {} but the previous ends at {expected_offset}",
+                    h.offset
+                ),
+            );
+        }
+        expected_offset = h.end().unwrap_or(u64::MAX);
+        let block = match file.read_data_block(h) {
+            Ok(b) => b,
+            Err(e) => {
+                report(BlockKind::Data, h.offset, reason(e));
+                tally.complete = false;
+                continue;
+            }
+        };
+        let previous_separator = i.checked_sub(1).and_then(|j| index.separator(j));
+        let mut empty = true;
+        for entry in block {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(m) => {
+                    report(BlockKind::Data, h.offset, m.0);
+                    tally.complete = false;
+                    break;
+                }
+            };
+            empty = false;
+            let key = &entry.key[..];
+            let out_of_place = key > separator
+                || previous_separator.is_some_and(|s| key <= s)
+                || tally.largest.as_ref().is_some_and(|l| key <= &l[..]);
+            if out_of_place {
+                report(
+                    BlockKind::Data,
+                    h.offset,
+                    format!(
+                        "key {} is out of order or outside its index range",
+                        super::show_key(key)
+                    ),
+                );
+                tally.complete = false;
+                break;
+            }
+            tally.entries += 1;
+            tally.deletions += u64::from(entry.kind == ValueKind::Delete);
+            tally.max_seq = tally.max_seq.max(entry.seq);
+            tally.smallest.get_or_insert_with(|| entry.key.clone());
+            tally.largest = Some(entry.key);
+        }
+        if empty {
+            report(BlockKind::Data, h.offset, "block holds no entry".into());
+        }
+    }
+    if expected_offset != meta_start {
+        report(
+            BlockKind::Index,
+            expected_offset,
+            format!("data blocks end at {expected_offset} but the metadata starts at {meta_start}"),
+        );
+    }
+    tally
+}
+
+/// The reason of a corruption (the file and block are reported beside it).
+fn reason(e: Error) -> String {
+    match e {
+        Error::Corruption { reason, .. } => reason,
+        other => other.to_string(),
+    }
+}
