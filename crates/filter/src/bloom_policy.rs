@@ -26,7 +26,8 @@ use crate::error::FilterError;
 use crate::filter_block;
 use crate::hash::KeyHash;
 use crate::layout::{
-    cache_local_contains, cache_local_insert, standard_contains, standard_insert, BloomLayout, Line,
+    cache_local_contains, cache_local_insert, standard_contains, standard_insert, BloomLayout,
+    Line, MAX_PROBES,
 };
 use crate::policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};
 
@@ -67,6 +68,8 @@ pub const MAX_BITS_PER_KEY: f64 = 100.0;
 pub struct BloomPolicy {
     bits_per_key: f64,
     layout: BloomLayout,
+    /// Set by [`BloomPolicy::with_num_probes`]; otherwise the layout's choice.
+    num_probes: Option<u32>,
 }
 
 impl BloomPolicy {
@@ -98,6 +101,24 @@ impl BloomPolicy {
         Ok(BloomPolicy {
             bits_per_key,
             layout,
+            num_probes: None,
+        })
+    }
+
+    /// The same policy with a fixed probe count instead of the layout's choice, for
+    /// experiments such as measuring the false-positive rate of each `k`.
+    ///
+    /// Errors unless `num_probes` is in `1..=MAX_PROBES` (30). Blocks record their
+    /// probe count, so readers need no such setting.
+    pub fn with_num_probes(self, num_probes: u32) -> Result<BloomPolicy, FilterError> {
+        if num_probes == 0 || num_probes > MAX_PROBES {
+            return Err(FilterError::InvalidArgument(format!(
+                "probe count must be in 1..={MAX_PROBES}, got {num_probes}"
+            )));
+        }
+        Ok(BloomPolicy {
+            num_probes: Some(num_probes),
+            ..self
         })
     }
 
@@ -108,7 +129,8 @@ impl BloomPolicy {
 
     /// Probes per key this policy uses.
     pub fn num_probes(&self) -> u32 {
-        self.layout.num_probes(self.bits_per_key)
+        self.num_probes
+            .unwrap_or_else(|| self.layout.num_probes(self.bits_per_key))
     }
 }
 
@@ -118,6 +140,7 @@ impl Default for BloomPolicy {
         BloomPolicy {
             bits_per_key: DEFAULT_BITS_PER_KEY,
             layout: BloomLayout::default(),
+            num_probes: None,
         }
     }
 }
@@ -354,6 +377,9 @@ mod tests {
         );
         assert_eq!(BloomPolicy::standard(10.0).unwrap().num_probes(), 7);
         assert_eq!(d.num_probes(), 6);
+        assert_eq!(d.with_num_probes(3).unwrap().num_probes(), 3);
+        assert!(d.with_num_probes(0).is_err());
+        assert!(d.with_num_probes(31).is_err());
     }
 
     #[test]
