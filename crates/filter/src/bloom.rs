@@ -115,17 +115,12 @@ impl BloomFilter {
     }
 
     /// Adds `item`. Returns `true` if the item was new to the filter (at least one of
-    /// its bits was zero) and `false` if it may have been added before.
-    ///
-    /// Only new items count towards [`len`](Self::len), as in the source documents:
-    /// re-inserting an item does not inflate the count.
+    /// its bits was zero) and `false` if it may have been added before, so a
+    /// de-duplicating caller needs one call, not `contains` then `insert`.
     pub fn insert(&mut self, item: impl AsRef<[u8]>) -> bool {
         let hash = KeyHash::murmur3(item.as_ref());
-        let new = standard_insert(&mut self.words, self.num_bits, self.num_hashes, hash);
-        if new {
-            self.len += 1;
-        }
-        new
+        self.len = self.len.saturating_add(1);
+        standard_insert(&mut self.words, self.num_bits, self.num_hashes, hash)
     }
 
     /// `false` if `item` was certainly never inserted; `true` if it probably was.
@@ -144,9 +139,10 @@ impl BloomFilter {
         self.num_hashes
     }
 
-    /// Items added that changed the filter. A duplicate is not counted, and neither is
-    /// a new item whose bits were all already set (rare while the filter is within its
-    /// design size), so this is at most the number of distinct items inserted.
+    /// Calls to [`insert`](Self::insert) (the documents' `items_added`), duplicates
+    /// included: the filter cannot tell a duplicate from a false positive. Callers
+    /// that insert duplicates can count `insert`'s `true` answers instead, or use
+    /// [`estimated_len`](Self::estimated_len).
     pub fn len(&self) -> u64 {
         self.len
     }
