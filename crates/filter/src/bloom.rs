@@ -1,0 +1,388 @@
+//! `BloomFilter`: the standalone Bloom filter of the source documents.
+//!
+//! A Bloom filter is a set that answers "definitely not present" or "probably
+//! present" in `m` bits, whatever the size of the items. Inserting an item sets `k`
+//! bits chosen by its hash; asking about an item checks them. A zero bit proves the
+//! item was never inserted; all-ones may be a coincidence of other items (a false
+//! positive, at the rate [`sizing::false_positive_rate`] predicts). Items cannot be
+//! removed (see [`CountingBloomFilter`](crate::CountingBloomFilter) for that).
+//!
+//! Items are hashed once with MurmurHash3 x64_128 into `(h1, h2)`; probe `i` is bit
+//! `fastrange(h1 + i·h2, m)` (double hashing, `h2` odd, multiply-shift instead of `%`).
+//! Bits live in `u64` words so that fill ratio is a hardware popcount per word.
+//!
+//! # Serialized form
+//!
+//! [`BloomFilter::to_bytes`] writes a 28-byte header, the words and a CRC-32, all
+//! little-endian (the same frame as the counting filter, with kind 1):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "BKVF"
+//!      4     1  version = 1
+//!      5     1  kind = 1 (BloomFilter)
+//!      6     2  reserved = 0
+//!      8     4  num_hashes  (u32, 1..=64)
+//!     12     8  num_bits    (u64, 1..=2^48)
+//!     20     8  items_added (u64)
+//!     28   8·W  bit words, W = ceil(num_bits / 64), bit i = word[i/64] >> (i%64) & 1
+//! 28+8W     4  CRC-32 (IEEE, crc32fast) of bytes 0 .. 28+8W
+//! ```
+//!
+//! [`BloomFilter::from_bytes`] checks length, checksum, magic, version, kind and sizes
+//! (and that no bit beyond `num_bits` is set) before it allocates anything.
+
+use serde::Serialize;
+
+use crate::error::FilterError;
+use crate::frame::{self, FrameHeader, FrameKind};
+use crate::hash::KeyHash;
+use crate::layout::{standard_contains, standard_insert};
+use crate::sizing::{self, MAX_NUM_BITS};
+
+/// The most hash functions a standalone filter accepts. Beyond 64 the optimum would
+/// need over 92 bits per item and a false-positive rate below 2^-64.
+pub const MAX_HASHES: u32 = 64;
+
+/// A Bloom filter over arbitrary byte strings, sized by bits or by (items, rate).
+///
+/// ```
+/// use bloomkv_filter::BloomFilter;
+///
+/// let mut seen = BloomFilter::with_rate(1000, 0.01)?;
+/// assert_eq!((seen.num_bits(), seen.num_hashes()), (9586, 7));
+/// assert!(seen.insert("apple"));        // new: some bit went from 0 to 1
+/// assert!(!seen.insert("apple"));       // already there: nothing changed
+/// assert!(seen.contains("apple"));
+/// assert!(!seen.contains("watermelon")); // certainly absent (with high probability)
+///
+/// let bytes = seen.to_bytes();
+/// assert_eq!(BloomFilter::from_bytes(&bytes)?, seen);
+/// # Ok::<(), bloomkv_filter::FilterError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BloomFilter {
+    words: Vec<u64>,
+    num_bits: u64,
+    num_hashes: u32,
+    len: u64,
+}
+
+/// A filter's statistics, serializable to JSON with the field names the source
+/// documents print (`size`, `hash_count`, `items_added`, ...).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FilterStats {
+    /// `"bloom"` or `"counting"`.
+    pub kind: &'static str,
+    /// Bits (or counters) in the array: `m`.
+    pub size: u64,
+    /// Hash functions (probes) per item: `k`.
+    pub hash_count: u32,
+    /// Items added (see [`BloomFilter::len`] for what counts).
+    pub items_added: u64,
+    /// Fraction of bits (counters) that are non-zero.
+    pub fill_ratio: f64,
+    /// `(1 - e^{-k·items_added/m})^k`.
+    pub estimated_fp_rate: f64,
+    /// Items estimated from the fill ratio alone: `-(m/k) ln(1 - fill_ratio)`.
+    pub estimated_items: f64,
+    /// Heap bytes of the array.
+    pub memory_bytes: u64,
+}
+
+impl BloomFilter {
+    /// An empty filter of `num_bits` bits probed `num_hashes` times per item.
+    ///
+    /// Errors when `num_bits` is 0 or above 2^48, or `num_hashes` is 0 or above
+    /// [`MAX_HASHES`].
+    pub fn new(num_bits: u64, num_hashes: u32) -> Result<BloomFilter, FilterError> {
+        check_params(num_bits, num_hashes)?;
+        let words = words_for(num_bits)?;
+        Ok(BloomFilter {
+            words: vec![0; words],
+            num_bits,
+            num_hashes,
+            len: 0,
+        })
+    }
+
+    /// An empty filter sized for `expected_items` at false-positive rate `fp_rate`
+    /// ([`sizing::optimal_num_bits`], [`sizing::optimal_num_hashes`]).
+    pub fn with_rate(expected_items: u64, fp_rate: f64) -> Result<BloomFilter, FilterError> {
+        let m = sizing::optimal_num_bits(expected_items, fp_rate)?;
+        let k = sizing::optimal_num_hashes(m, expected_items)?.min(MAX_HASHES);
+        BloomFilter::new(m, k)
+    }
+
+    /// Adds `item`. Returns `true` if the item was new to the filter (at least one of
+    /// its bits was zero) and `false` if it may have been added before, so a
+    /// de-duplicating caller needs one call, not `contains` then `insert`.
+    pub fn insert(&mut self, item: impl AsRef<[u8]>) -> bool {
+        let hash = KeyHash::murmur3(item.as_ref());
+        self.len = self.len.saturating_add(1);
+        standard_insert(&mut self.words, self.num_bits, self.num_hashes, hash)
+    }
+
+    /// `false` if `item` was certainly never inserted; `true` if it probably was.
+    pub fn contains(&self, item: impl AsRef<[u8]>) -> bool {
+        let hash = KeyHash::murmur3(item.as_ref());
+        standard_contains(&self.words, self.num_bits, self.num_hashes, hash)
+    }
+
+    /// Bits in the array (`m`).
+    pub fn num_bits(&self) -> u64 {
+        self.num_bits
+    }
+
+    /// Hash functions (probes) per item (`k`).
+    pub fn num_hashes(&self) -> u32 {
+        self.num_hashes
+    }
+
+    /// Calls to [`insert`](Self::insert) (the documents' `items_added`), duplicates
+    /// included: the filter cannot tell a duplicate from a false positive. Callers
+    /// that insert duplicates can count `insert`'s `true` answers instead, or use
+    /// [`estimated_len`](Self::estimated_len).
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no item has been added.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bits set to one (hardware popcount over the words).
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+
+    /// Fraction of bits set. About one half for a filter filled to its design size.
+    pub fn fill_ratio(&self) -> f64 {
+        self.count_ones() as f64 / self.num_bits as f64
+    }
+
+    /// The false-positive rate predicted for the items added so far:
+    /// `(1 - e^{-k·len/m})^k`.
+    pub fn estimated_fp_rate(&self) -> f64 {
+        sizing::standard_fp(
+            self.num_bits as f64,
+            self.len as f64,
+            f64::from(self.num_hashes),
+        )
+    }
+
+    /// Items estimated from the fill ratio alone (Swamidass and Baldi):
+    /// `n* = -(m/k) ln(1 - X/m)` for `X` bits set. Infinite for a full filter.
+    ///
+    /// Useful after [`union`](Self::union), or for a filter read from bytes whose
+    /// writer over-inserted.
+    pub fn estimated_len(&self) -> f64 {
+        estimate_items(self.num_bits, self.num_hashes, self.count_ones())
+    }
+
+    /// Merges `other` into `self`: afterwards `self` contains every item of either.
+    ///
+    /// Both filters must have the same `num_bits` and `num_hashes` (the same hashing is
+    /// implied by the type). The item count becomes the fill-ratio estimate, clamped
+    /// between the larger of the two counts and their sum, since items present in both
+    /// cannot be told apart.
+    pub fn union(&mut self, other: &BloomFilter) -> Result<(), FilterError> {
+        if self.num_bits != other.num_bits || self.num_hashes != other.num_hashes {
+            return Err(FilterError::InvalidArgument(format!(
+                "cannot unite a filter of {} bits and {} hashes with one of {} bits and {} hashes",
+                self.num_bits, self.num_hashes, other.num_bits, other.num_hashes
+            )));
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+        let lo = self.len.max(other.len);
+        let hi = self.len.saturating_add(other.len);
+        let est = self.estimated_len();
+        self.len = if est.is_finite() {
+            (est.round() as u64).clamp(lo, hi)
+        } else {
+            hi
+        };
+        Ok(())
+    }
+
+    /// Removes every item, keeping the size.
+    pub fn clear(&mut self) {
+        self.words.fill(0);
+        self.len = 0;
+    }
+
+    /// Heap bytes of the bit array.
+    pub fn memory_bytes(&self) -> u64 {
+        self.words.len() as u64 * 8
+    }
+
+    /// Statistics for logging or JSON output.
+    ///
+    /// ```
+    /// let mut f = bloomkv_filter::BloomFilter::new(20, 2)?;
+    /// f.insert("kiwi");
+    /// let json = serde_json::to_string(&f.stats()).unwrap();
+    /// assert!(json.contains("\"size\":20") && json.contains("\"hash_count\":2"));
+    /// # Ok::<(), bloomkv_filter::FilterError>(())
+    /// ```
+    pub fn stats(&self) -> FilterStats {
+        FilterStats {
+            kind: "bloom",
+            size: self.num_bits,
+            hash_count: self.num_hashes,
+            items_added: self.len,
+            fill_ratio: self.fill_ratio(),
+            estimated_fp_rate: self.estimated_fp_rate(),
+            estimated_items: self.estimated_len(),
+            memory_bytes: self.memory_bytes(),
+        }
+    }
+
+    /// The checksummed serialized form (layout in the module docs).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let header = FrameHeader {
+            kind: FrameKind::Bloom,
+            num_hashes: self.num_hashes,
+            size: self.num_bits,
+            items: self.len,
+        };
+        frame::encode(&header, &self.words)
+    }
+
+    /// Decodes [`to_bytes`](Self::to_bytes) output, refusing anything damaged with
+    /// [`FilterError::Corrupt`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<BloomFilter, FilterError> {
+        let (header, words) = frame::decode(bytes, FrameKind::Bloom)?;
+        check_params(header.size, header.num_hashes).map_err(to_corrupt)?;
+        Ok(BloomFilter {
+            words,
+            num_bits: header.size,
+            num_hashes: header.num_hashes,
+            len: header.items,
+        })
+    }
+}
+
+pub(crate) fn estimate_items(m: u64, k: u32, ones: u64) -> f64 {
+    let m = m as f64;
+    -(m / f64::from(k)) * (1.0 - ones as f64 / m).ln()
+}
+
+fn check_params(num_bits: u64, num_hashes: u32) -> Result<(), FilterError> {
+    if num_bits == 0 || num_bits > MAX_NUM_BITS {
+        return Err(FilterError::InvalidArgument(format!(
+            "bit count must be in 1..={MAX_NUM_BITS}, got {num_bits}"
+        )));
+    }
+    if num_hashes == 0 || num_hashes > MAX_HASHES {
+        return Err(FilterError::InvalidArgument(format!(
+            "hash count must be in 1..={MAX_HASHES}, got {num_hashes}"
+        )));
+    }
+    Ok(())
+}
+
+fn words_for(num_bits: u64) -> Result<usize, FilterError> {
+    usize::try_from(num_bits.div_ceil(64))
+        .map_err(|_| FilterError::InvalidArgument(format!("{num_bits} bits do not fit in memory")))
+}
+
+pub(crate) fn to_corrupt(e: FilterError) -> FilterError {
+    match e {
+        FilterError::InvalidArgument(m) => FilterError::Corrupt(m),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_filter_is_empty() {
+        let f = BloomFilter::new(100, 3).unwrap();
+        assert!(f.is_empty());
+        assert_eq!(f.len(), 0);
+        assert_eq!(f.fill_ratio(), 0.0);
+        assert_eq!(f.estimated_fp_rate(), 0.0);
+        assert!(!f.contains("anything"));
+        assert_eq!(f.memory_bytes(), 16);
+    }
+
+    #[test]
+    fn invalid_arguments_are_errors() {
+        assert!(BloomFilter::new(0, 3).is_err());
+        assert!(BloomFilter::new(10, 0).is_err());
+        assert!(BloomFilter::new(10, MAX_HASHES + 1).is_err());
+        assert!(BloomFilter::new(MAX_NUM_BITS + 1, 1).is_err());
+        assert!(BloomFilter::with_rate(0, 0.01).is_err());
+        for p in [0.0, 1.0, -1.0, 2.0, f64::NAN] {
+            assert!(matches!(
+                BloomFilter::with_rate(10, p),
+                Err(FilterError::InvalidArgument(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn union_requires_equal_parameters_and_keeps_all_items() {
+        let mut a = BloomFilter::new(10_000, 5).unwrap();
+        let mut b = BloomFilter::new(10_000, 5).unwrap();
+        for i in 0..300u32 {
+            a.insert(i.to_le_bytes());
+            b.insert((i + 150).to_le_bytes());
+        }
+        a.union(&b).unwrap();
+        for i in 0..450u32 {
+            assert!(a.contains(i.to_le_bytes()));
+        }
+        // 450 distinct items; the estimate is within a few percent.
+        assert!((a.len() as f64 - 450.0).abs() < 25.0, "{}", a.len());
+        assert!(a.union(&BloomFilter::new(10_001, 5).unwrap()).is_err());
+        assert!(a.union(&BloomFilter::new(10_000, 4).unwrap()).is_err());
+    }
+
+    #[test]
+    fn estimated_len_tracks_the_true_count() {
+        let mut f = BloomFilter::with_rate(10_000, 0.01).unwrap();
+        for i in 0..10_000u32 {
+            f.insert(i.to_be_bytes());
+        }
+        let est = f.estimated_len();
+        assert!((est - 10_000.0).abs() < 300.0, "{est}");
+        // At design size, about half the bits are set.
+        assert!((f.fill_ratio() - 0.5).abs() < 0.02, "{}", f.fill_ratio());
+        let full = BloomFilter {
+            words: vec![u64::MAX],
+            num_bits: 64,
+            num_hashes: 1,
+            len: 0,
+        };
+        assert!(full.estimated_len().is_infinite());
+    }
+
+    #[test]
+    fn clear_forgets_everything() {
+        let mut f = BloomFilter::new(1000, 4).unwrap();
+        f.insert("a");
+        f.clear();
+        assert!(f.is_empty() && !f.contains("a") && f.count_ones() == 0);
+    }
+
+    #[test]
+    fn stats_serialize_with_the_documents_field_names() {
+        let mut f = BloomFilter::with_rate(1000, 0.01).unwrap();
+        for fruit in ["apple", "banana", "cherry"] {
+            f.insert(fruit);
+        }
+        let v = serde_json::to_value(f.stats()).unwrap();
+        assert_eq!(v["size"], 9586);
+        assert_eq!(v["hash_count"], 7);
+        assert_eq!(v["items_added"], 3);
+        assert_eq!(v["memory_bytes"], 150 * 8);
+        assert!(v["fill_ratio"].as_f64().unwrap() > 0.0);
+    }
+}
