@@ -364,6 +364,31 @@ mod tests {
         assert!(full.estimated_len().is_infinite());
     }
 
+    /// A filter of 1.5 · 2^32 bits (768 MiB): a third of the probes land beyond bit
+    /// 2^32, and every item is found again. Ignored by default for its memory; run
+    /// with `--ignored`.
+    #[test]
+    #[ignore]
+    fn filter_beyond_2_pow_32_bits_works() {
+        let m = 3u64 << 31;
+        let mut f = BloomFilter::new(m, 3).unwrap();
+        for i in 0..100_000u32 {
+            f.insert(i.to_le_bytes());
+        }
+        for i in 0..100_000u32 {
+            assert!(f.contains(i.to_le_bytes()));
+        }
+        let high_word = (1usize << 32) / 64;
+        let high_bits: u32 = f.words[high_word..].iter().map(|w| w.count_ones()).sum();
+        assert!(high_bits > 0, "no bit beyond 2^32 was ever set");
+        let all_bits = f.count_ones();
+        assert!(
+            u64::from(high_bits) * 4 > all_bits,
+            "{high_bits} of {all_bits} high"
+        );
+        assert_eq!(f.stats().size, m);
+    }
+
     #[test]
     fn clear_forgets_everything() {
         let mut f = BloomFilter::new(1000, 4).unwrap();

@@ -167,7 +167,11 @@ fn filter_block_round_trip_reports_its_parameters() {
         assert!(info.num_bits >= 10_000 && info.num_bits < 10_000 + granularity);
         // Expected fill: 1 - e^{-kn/m}.
         let fill = 1.0 - (-f64::from(probes) * 1000.0 / info.num_bits as f64).exp();
-        assert!((info.fill_ratio - fill).abs() < 0.02, "{} vs {fill}", info.fill_ratio);
+        assert!(
+            (info.fill_ratio - fill).abs() < 0.02,
+            "{} vs {fill}",
+            info.fill_ratio
+        );
         assert_eq!(block.len() as u64, info.num_bits / 8 + 24);
         // Building again from the same keys gives the same bytes.
         let mut again = policy.new_builder();
