@@ -8,3 +8,5 @@ pub use bloomkv_kv as kv;
 
 pub use bloomkv_filter::*;
 pub use bloomkv_kv::*;
+
+pub mod bench;

@@ -29,6 +29,10 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// The file's length in bytes.
     fn len(&self) -> io::Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Hints the OS to drop this file's cached pages (for cold-cache benchmarks).
     fn drop_cache(&self) -> io::Result<()> {
         Ok(())

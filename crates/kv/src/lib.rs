@@ -7,11 +7,13 @@
 //! use bloomkv_kv::{Db, Options};
 //! let dir = tempfile::tempdir()?;
 //! let db = Db::open(dir.path(), Options::default())?;
-//! db.put("k1", "v1")?;
+//! db.put("apple", "red")?;
+//! db.put("cherry", "dark red")?;
 //! db.flush()?; // now in an SSTable with a Bloom filter block
-//! assert_eq!(db.get("k1")?.as_deref(), Some(&b"v1"[..]));
-//! assert_eq!(db.get("nope")?, None); // the filter answered: no disk read
-//! assert_eq!(db.stats().filter_negatives, 1);
+//! assert_eq!(db.get("apple")?.as_deref(), Some(&b"red"[..]));
+//! // "banana" lies inside the table's key range, so only the filter can rule it out:
+//! assert_eq!(db.get("banana")?, None);
+//! assert_eq!(db.stats().filter_negatives, 1); // no disk read for it
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -34,6 +36,7 @@ mod db;
 mod error;
 pub mod filename;
 pub mod fs;
+mod inspect;
 pub mod manifest;
 pub mod memtable;
 mod merge;
@@ -47,6 +50,7 @@ pub mod write_batch;
 
 pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
+pub use inspect::{inspect, verify, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterKind, Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 pub use stats::{Counters, DbStats};
 pub use types::{Entry, SeqNo, ValueKind};

@@ -1,0 +1,1018 @@
+//! The store: where the write path, the read path and the background work meet.
+//!
+//! ```text
+//! write ─► WAL record (CRC) ─► memtable ──full──► immutable memtable ──flush──► L0 table
+//!                                                                               │
+//! get ─► memtable ─► immutables (newest first) ─► L0 newest first ─► L1 … L6 ◄──┘ compaction
+//!                                         hash the key once │
+//!                            per table: key range? ─► filter? ─► one data-block read
+//! ```
+//!
+//! Concurrency: one writer at a time holds `writer` (WAL order = sequence order).
+//! Readers never take that lock: they clone the current [`View`] (`Arc`) under a
+//! read lock held for a pointer copy, then work on immutable data. Flush and compaction
+//! run one at a time under `maint`, build the next [`Version`] off to the side, record
+//! it in the manifest, and only then swap the view and delete what it retired.
+//!
+//! Crash safety rests on three orderings: a write is in the WAL before it is in the
+//! memtable; a table is fsynced and renamed into place before the manifest names it;
+//! a WAL or table is deleted only after a manifest that no longer needs it is durable.
+
+use std::collections::HashSet;
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bloomkv_filter::{FilterPolicy, KeyHash};
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::filename::{self, parse_file_name, FileKind};
+use crate::fs::{FileLock, FileSystem};
+use crate::inspect::TableInfo;
+use crate::manifest::{self, ManifestState, TableMeta};
+use crate::memtable::Memtable;
+use crate::merge::{MergeIter, Source};
+use crate::options::{Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::stats::{bump, Counters, DbStats};
+use crate::types::{Entry, SeqNo, ValueKind};
+use crate::version::{TableHandle, Version};
+use crate::wal::{self, WalWriter};
+use crate::write_batch::{self, WriteBatch};
+
+/// An open store. `Send + Sync`: share it between threads with an `Arc`.
+///
+/// ```
+/// use bloomkv_kv::{Db, Options};
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// db.put("apple", "red")?;
+/// assert_eq!(db.get("apple")?.as_deref(), Some(&b"red"[..]));
+/// db.delete("apple")?;
+/// assert_eq!(db.get("apple")?, None);
+/// db.close()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Db {
+    inner: Arc<Inner>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
+struct View {
+    /// The memtable taking writes, and the number of the WAL that backs it.
+    mem: Arc<Memtable>,
+    mem_wal: u64,
+    /// Frozen memtables waiting for flush, oldest first, each with its WAL number.
+    imm: Vec<(Arc<Memtable>, u64)>,
+    /// The live tables.
+    version: Arc<Version>,
+}
+
+/// The single writer's state.
+struct Writer {
+    wal: WalWriter,
+    next_seq: SeqNo,
+}
+
+/// State owned by whoever runs a flush or compaction.
+struct Maint {
+    /// Where each level's next size-triggered compaction starts (round robin).
+    compact_pointer: Vec<Option<Bytes>>,
+    /// The highest sequence number that tables hold.
+    last_sequence: SeqNo,
+}
+
+/// Wakes the background thread.
+#[derive(Default)]
+struct Signal {
+    pending: bool,
+    shutdown: bool,
+}
+
+struct Inner {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    options: Options,
+    /// Builds new tables' filters (`None`: tables get no filter).
+    policy: Option<Arc<dyn FilterPolicy>>,
+    /// Opens any table's filter, whatever policy wrote it.
+    policies: Vec<Arc<dyn FilterPolicy>>,
+    counters: Arc<Counters>,
+    next_file_number: AtomicU64,
+    view: RwLock<Arc<View>>,
+    writer: Mutex<Writer>,
+    /// Signalled (with `writer` locked briefly) when an immutable memtable is flushed.
+    flushed: Condvar,
+    maint: Mutex<Maint>,
+    signal: Mutex<Signal>,
+    wake: Condvar,
+    /// The first background failure; once set, writes are refused.
+    bg_error: Mutex<Option<String>>,
+    _lock: FileLock,
+}
+
+/// Locks a mutex, recovering from poisoning: every critical section leaves its state
+/// consistent before anything that could panic, so the data is still sound.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Db {
+    /// Opens the store in `path`, creating it if `options.create_if_missing`.
+    ///
+    /// Recovery: the manifest names the live tables; every WAL it does not retire is
+    /// replayed (a torn last record is dropped), written out as an L0 table, and retired.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = path.as_ref().to_path_buf();
+        let fs = options.file_system.clone();
+        if !fs.exists(&dir) {
+            if !options.create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "{} does not exist and create_if_missing is false",
+                    dir.display()
+                )));
+            }
+            fs.create_dir_all(&dir)?;
+        }
+        let lock_path = filename::lock_path(&dir);
+        let file_lock = match fs.lock(&lock_path) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(Error::Locked(dir));
+            }
+            Err(e) => return Err(e.into()),
+        };
+
+        let counters = Arc::new(Counters::default());
+        let policy = options.filter_policy()?;
+        let policies = options.known_policies()?;
+        let names = fs.list(&dir)?;
+        let state = manifest::read_manifest(fs.as_ref(), &dir)?;
+        let state = match state {
+            Some(s) => s,
+            None => {
+                if let Some(stray) = names.iter().find(|n| {
+                    matches!(
+                        parse_file_name(n),
+                        Some(FileKind::Table(_)) | Some(FileKind::Wal(_))
+                    )
+                }) {
+                    return Err(Error::corruption(
+                        filename::manifest_path(&dir),
+                        format!("missing, but the directory holds store file {stray}"),
+                    ));
+                }
+                ManifestState::new(1, 0, 0, Vec::new())
+            }
+        };
+
+        // Open every live table; index and filter come into memory now.
+        let mut version = Version::empty();
+        for meta in state.tables() {
+            let level = meta.level as usize;
+            if level >= NUM_LEVELS {
+                return Err(Error::corruption(
+                    filename::manifest_path(&dir),
+                    format!("table {} on level {level}", meta.number),
+                ));
+            }
+            let handle = open_table(&fs, &dir, meta.number, &counters, &policies)?;
+            version.levels[level].push(Arc::new(handle));
+        }
+        let version = version.apply(&[], Vec::new());
+
+        let max_on_disk = names
+            .iter()
+            .filter_map(|n| file_number(n))
+            .max()
+            .unwrap_or(0);
+        let next_file_number = AtomicU64::new(state.next_file_number().max(max_on_disk + 1).max(1));
+
+        // Replay the live WALs, oldest first, into one memtable.
+        let mut wals: Vec<u64> = names
+            .iter()
+            .filter_map(|n| match parse_file_name(n) {
+                Some(FileKind::Wal(number)) if number >= state.wal_number() => Some(number),
+                _ => None,
+            })
+            .collect();
+        wals.sort_unstable();
+        let recovered = Memtable::new();
+        let mut last_seq = state.last_sequence();
+        for (i, &number) in wals.iter().enumerate() {
+            let path = filename::wal_path(&dir, number);
+            let replay = wal::read_wal(fs.as_ref(), &path)?;
+            if replay.torn_tail_bytes > 0 && i + 1 < wals.len() {
+                return Err(Error::corruption(
+                    &path,
+                    "torn record in a WAL that a newer WAL follows",
+                ));
+            }
+            for record in &replay.records {
+                for e in write_batch::decode(record, &path)?.into_entries() {
+                    last_seq = last_seq.max(e.seq);
+                    recovered.apply(e.seq, e.kind, e.key, e.value);
+                }
+            }
+        }
+
+        let mut maint = Maint {
+            compact_pointer: vec![None; NUM_LEVELS],
+            last_sequence: state.last_sequence(),
+        };
+        let mut inner_version = version;
+        if !recovered.is_empty() {
+            let number = next_file_number.fetch_add(1, Ordering::Relaxed);
+            let handle = build_table(
+                &fs,
+                &dir,
+                number,
+                &options,
+                &policy,
+                &counters,
+                &policies,
+                recovered.iter().map(Ok),
+            )?;
+            if let Some(handle) = handle {
+                inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+            }
+            maint.last_sequence = last_seq;
+        }
+
+        // A fresh WAL for the new memtable, then a manifest that retires the old ones.
+        let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
+        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+        fs.sync_dir(&dir)?;
+        let next = next_file_number.load(Ordering::Relaxed);
+        write_state(
+            &fs,
+            &dir,
+            &inner_version,
+            wal_number,
+            next,
+            maint.last_sequence,
+        )?;
+        let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
+        remove_obsolete(&fs, &dir, &live, wal_number);
+
+        let inner = Arc::new(Inner {
+            fs,
+            policy,
+            policies,
+            counters,
+            next_file_number,
+            view: RwLock::new(Arc::new(View {
+                mem: Arc::new(Memtable::new()),
+                mem_wal: wal_number,
+                imm: Vec::new(),
+                version: Arc::new(inner_version),
+            })),
+            writer: Mutex::new(Writer {
+                wal: WalWriter::new(wal_file),
+                next_seq: last_seq + 1,
+            }),
+            flushed: Condvar::new(),
+            maint: Mutex::new(maint),
+            signal: Mutex::new(Signal::default()),
+            wake: Condvar::new(),
+            bg_error: Mutex::new(None),
+            _lock: file_lock,
+            options,
+            dir,
+        });
+        let worker_inner = inner.clone();
+        let worker = std::thread::Builder::new()
+            .name("bloomkv-bg".into())
+            .spawn(move || worker_inner.background_loop())?;
+        let db = Db {
+            inner,
+            worker: Mutex::new(Some(worker)),
+        };
+        db.inner.schedule();
+        Ok(db)
+    }
+
+    /// Sets `key` to `value`.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch)
+    }
+
+    /// Deletes `key` (a tombstone; deleting an absent key is not an error).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch)
+    }
+
+    /// Applies every operation of `batch`, or none of them, also across a crash: the
+    /// batch is one WAL record. Keys may be empty; keys over 64 KiB and values over
+    /// 64 MiB are `InvalidArgument`.
+    ///
+    /// Concurrent readers may see a batch's operations appear one by one while it is
+    /// being applied; a crash never leaves part of a batch.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.inner.write(batch)
+    }
+
+    /// The value of `key`, or `None` if it is absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.inner.get(key.as_ref())
+    }
+
+    /// Iterates over the live keys in `range`, in key order, with their values.
+    ///
+    /// The memtables' part of the range is copied when the scan starts; tables are read
+    /// lazily, block by block. Errors come as items and end the iteration.
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, k.to_uppercase())?;
+    /// }
+    /// db.delete("c")?;
+    /// let keys: Vec<_> = db
+    ///     .scan("b".."z")
+    ///     .map(|kv| kv.map(|(k, _)| k))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, vec!["b", "d"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> ScanIter {
+        let own = |b: Bound<&K>| match b {
+            Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+            Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        self.inner
+            .scan(own(range.start_bound()), own(range.end_bound()))
+    }
+
+    /// Writes the memtable (and any frozen ones) to L0 tables now.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    /// Compacts every table into one sorted run on the deepest level, dropping
+    /// overwritten versions and tombstones.
+    pub fn compact(&self) -> Result<()> {
+        self.inner.flush()?;
+        let mut maint = lock(&self.inner.maint);
+        self.inner.compact_all(&mut maint)
+    }
+
+    /// The counters and the shape of the store.
+    pub fn stats(&self) -> DbStats {
+        self.inner.stats()
+    }
+
+    /// Every live table with its filter's shape, L0 first.
+    pub fn table_infos(&self) -> Vec<TableInfo> {
+        let view = self.inner.current();
+        view.version
+            .tables()
+            .map(|(level, t)| TableInfo::of(level, t.number, &t.table))
+            .collect()
+    }
+
+    /// The directory the store lives in.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Asks the OS to drop every live table file from its page cache, so the next reads
+    /// reach the device (for cold-cache benchmarks). A hint: errors are ignored.
+    pub fn drop_table_caches(&self) {
+        let view = self.inner.current();
+        for (_, t) in view.version.tables() {
+            let _ = t.table.drop_cache();
+        }
+    }
+
+    /// Stops background work, syncs the WAL and releases the directory lock.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        {
+            let mut s = lock(&self.inner.signal);
+            s.shutdown = true;
+        }
+        self.inner.wake.notify_all();
+        if let Some(worker) = lock(&self.worker).take() {
+            let _ = worker.join();
+        }
+        let mut w = lock(&self.inner.writer);
+        w.wal.sync()?;
+        Ok(())
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("dir", &self.inner.dir).finish()
+    }
+}
+
+impl Inner {
+    fn current(&self) -> Arc<View> {
+        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_view(&self, view: View) {
+        *self.view.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(view);
+    }
+
+    fn check_bg_error(&self) -> Result<()> {
+        match lock(&self.bg_error).as_ref() {
+            Some(e) => Err(Error::Closed(format!("writes stopped after an error: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn set_bg_error(&self, e: &Error) {
+        let mut slot = lock(&self.bg_error);
+        if slot.is_none() {
+            *slot = Some(e.to_string());
+        }
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut w = lock(&self.writer);
+        self.check_bg_error()?;
+        w = self.make_room(w)?;
+        let seq = w.next_seq;
+        let payload = batch.into_payload(seq)?;
+        let decoded = write_batch::decode(&payload, Path::new("(write batch)"))?;
+        for op in &decoded.ops {
+            if op.key.len() > MAX_KEY_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
+                    op.key.len()
+                )));
+            }
+            if op.value.len() > MAX_VALUE_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "value of {} bytes exceeds the {MAX_VALUE_LEN}-byte limit",
+                    op.value.len()
+                )));
+            }
+        }
+        // A failed append may leave half a record; appending after it would turn a torn
+        // tail into corruption in the middle, so the store stops taking writes.
+        let logged = w.wal.add_record(&payload).and_then(|()| {
+            if self.options.sync_writes {
+                w.wal.sync()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = logged {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        let mem = self.current().mem.clone();
+        let n = decoded.ops.len() as u64;
+        for e in decoded.into_entries() {
+            mem.apply(e.seq, e.kind, e.key, e.value);
+        }
+        w.next_seq = seq + n;
+        Ok(())
+    }
+
+    /// Freezes a full memtable, stalling while too many frozen ones wait for flush.
+    fn make_room<'a>(&'a self, mut w: MutexGuard<'a, Writer>) -> Result<MutexGuard<'a, Writer>> {
+        loop {
+            let view = self.current();
+            if view.mem.approximate_size() < self.options.memtable_size {
+                return Ok(w);
+            }
+            if view.imm.len() >= self.options.max_immutable_memtables {
+                self.schedule();
+                w = self
+                    .flushed
+                    .wait_timeout(w, Duration::from_millis(50))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                self.check_bg_error()?;
+                continue;
+            }
+            self.freeze(&mut w)?;
+            self.schedule();
+            return Ok(w);
+        }
+    }
+
+    /// Makes the memtable immutable and starts a new one backed by a new WAL.
+    /// The old WAL is synced first, so only the newest WAL can ever have a torn tail.
+    fn freeze(&self, w: &mut Writer) -> Result<()> {
+        let result = (|| {
+            w.wal.sync()?;
+            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+            let file = self.fs.create(&filename::wal_path(&self.dir, number))?;
+            self.fs.sync_dir(&self.dir)?;
+            Ok::<_, Error>((number, file))
+        })();
+        let (number, file) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.set_bg_error(&e);
+                return Err(e);
+            }
+        };
+        w.wal = WalWriter::new(file);
+        let view = self.current();
+        let mut imm = view.imm.clone();
+        imm.push((view.mem.clone(), view.mem_wal));
+        self.set_view(View {
+            mem: Arc::new(Memtable::new()),
+            mem_wal: number,
+            imm,
+            version: view.version.clone(),
+        });
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        bump(&self.counters.gets);
+        let view = self.current();
+        let in_memory = view
+            .mem
+            .get(key)
+            .or_else(|| view.imm.iter().rev().find_map(|(mem, _)| mem.get(key)));
+        if let Some(entry) = in_memory {
+            bump(&self.counters.memtable_hits);
+            return Ok(live_value(entry));
+        }
+        // Hash once; every table's filter is probed with the same hash.
+        let hash = KeyHash::of(key);
+        Ok(view.version.get(key, hash)?.and_then(live_value))
+    }
+
+    fn scan(&self, start: Bound<Bytes>, end: Bound<Bytes>) -> ScanIter {
+        let view = self.current();
+        let mut sources: Vec<Source> = Vec::new();
+        let bounds = (start.clone(), end.clone());
+        let mems = std::iter::once(&view.mem).chain(view.imm.iter().map(|(m, _)| m));
+        for mem in mems {
+            sources.push(Box::new(
+                mem.owned_range(bounds.0.clone(), bounds.1.clone()).map(Ok),
+            ));
+        }
+        for (_, handle) in view.version.tables() {
+            if range_overlaps(&start, &end, handle.smallest(), handle.largest()) {
+                sources.push(Box::new(
+                    handle.table.iter_from(start.as_ref().map(|b| &b[..])),
+                ));
+            }
+        }
+        ScanIter {
+            merged: MergeIter::new(sources),
+            end,
+            done: false,
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        {
+            let mut w = lock(&self.writer);
+            self.check_bg_error()?;
+            if !self.current().mem.is_empty() {
+                self.freeze(&mut w)?;
+            }
+        }
+        let mut maint = lock(&self.maint);
+        while self.flush_oldest(&mut maint)? {}
+        Ok(())
+    }
+
+    /// Writes the oldest frozen memtable as an L0 table. `false` when none waits.
+    fn flush_oldest(&self, maint: &mut Maint) -> Result<bool> {
+        let view = self.current();
+        let Some((mem, _)) = view.imm.first().cloned() else {
+            return Ok(false);
+        };
+        let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+        let added = self
+            .build_table(number, mem.iter().map(Ok))?
+            .map(|h| vec![(0, Arc::new(h))])
+            .unwrap_or_default();
+        let version = view.version.apply(&[], added);
+        // The oldest WAL still needed backs the next frozen memtable, or the live one.
+        let live_wal = view.imm.get(1).map(|(_, w)| *w).unwrap_or(view.mem_wal);
+        maint.last_sequence = maint.last_sequence.max(mem.max_seq());
+        self.install(maint, version, live_wal, |current| {
+            current.imm.iter().skip(1).cloned().collect()
+        })?;
+        let w = lock(&self.writer);
+        drop(w);
+        self.flushed.notify_all();
+        Ok(true)
+    }
+
+    /// Records `version` in the manifest, makes it current, and deletes what it retired.
+    fn install(
+        &self,
+        maint: &Maint,
+        version: Version,
+        live_wal: u64,
+        imm: impl FnOnce(&View) -> Vec<(Arc<Memtable>, u64)>,
+    ) -> Result<()> {
+        let next = self.next_file_number.load(Ordering::Relaxed);
+        if let Err(e) = write_state(
+            &self.fs,
+            &self.dir,
+            &version,
+            live_wal,
+            next,
+            maint.last_sequence,
+        ) {
+            self.set_bg_error(&e);
+            return Err(e);
+        }
+        let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
+        {
+            let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
+            let current = slot.clone();
+            *slot = Arc::new(View {
+                mem: current.mem.clone(),
+                mem_wal: current.mem_wal,
+                imm: imm(&current),
+                version: Arc::new(version),
+            });
+        }
+        remove_obsolete(&self.fs, &self.dir, &live, live_wal);
+        Ok(())
+    }
+
+    fn build_table(
+        &self,
+        number: u64,
+        entries: impl Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<TableHandle>> {
+        build_table(
+            &self.fs,
+            &self.dir,
+            number,
+            &self.options,
+            &self.policy,
+            &self.counters,
+            &self.policies,
+            entries,
+        )
+    }
+
+    /// Merges `inputs` into tables on `output_level`, splitting at the target size.
+    fn compact(
+        &self,
+        maint: &mut Maint,
+        inputs: Vec<Arc<TableHandle>>,
+        output_level: usize,
+    ) -> Result<()> {
+        let view = self.current();
+        let version = &view.version;
+        // A tombstone may go only when no deeper level could hold an older value.
+        let drop_tombstones = version.levels[output_level + 1..]
+            .iter()
+            .all(|l| l.is_empty());
+        let sources: Vec<Source> = inputs
+            .iter()
+            .map(|h| Box::new(h.table.iter_from(Bound::Unbounded)) as Source)
+            .collect();
+        let mut merged = MergeIter::new(sources)
+            .filter(|e| !(drop_tombstones && matches!(e, Ok(e) if e.kind == ValueKind::Delete)))
+            .peekable();
+        let mut added = Vec::new();
+        while merged.peek().is_some() {
+            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+            let target = self.options.target_file_size;
+            let chunk = ChunkUntil {
+                inner: &mut merged,
+                written: 0,
+                target,
+            };
+            if let Some(h) = self.build_table(number, chunk)? {
+                added.push((output_level, Arc::new(h)));
+            }
+        }
+        let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
+        let next = version.apply(&removed, added);
+        self.install(maint, next, view.mem_wal_min(), |current| {
+            current.imm.clone()
+        })
+    }
+
+    fn compact_all(&self, maint: &mut Maint) -> Result<()> {
+        let version = self.current().version.clone();
+        let inputs: Vec<Arc<TableHandle>> = version.tables().map(|(_, t)| t.clone()).collect();
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let output_level = version.deepest_nonempty_level().max(1);
+        self.compact(maint, inputs, output_level)
+    }
+
+    /// Picks the most urgent size-triggered compaction, if any.
+    fn pick_compaction(&self, maint: &mut Maint) -> Option<(Vec<Arc<TableHandle>>, usize)> {
+        let version = self.current().version.clone();
+        let l0 = &version.levels[0];
+        if l0.len() >= self.options.l0_compaction_trigger {
+            let smallest = l0.iter().map(|t| t.smallest()).min()?;
+            let largest = l0.iter().map(|t| t.largest()).max()?;
+            let mut inputs = l0.clone();
+            inputs.extend(version.overlapping(1, smallest, largest));
+            return Some((inputs, 1));
+        }
+        for level in 1..NUM_LEVELS - 1 {
+            if version.level_bytes(level) <= self.options.max_bytes_for_level(level) {
+                continue;
+            }
+            let tables = &version.levels[level];
+            let pointer = maint.compact_pointer[level].clone();
+            let pick = tables
+                .iter()
+                .find(|t| pointer.as_deref().is_none_or(|p| t.smallest() > p))
+                .or(tables.first())?
+                .clone();
+            maint.compact_pointer[level] = Some(Bytes::copy_from_slice(pick.largest()));
+            let mut inputs = vec![pick.clone()];
+            inputs.extend(version.overlapping(level + 1, pick.smallest(), pick.largest()));
+            return Some((inputs, level + 1));
+        }
+        None
+    }
+
+    fn schedule(&self) {
+        lock(&self.signal).pending = true;
+        self.wake.notify_all();
+    }
+
+    fn background_loop(&self) {
+        loop {
+            {
+                let mut s = lock(&self.signal);
+                while !s.pending && !s.shutdown {
+                    s = self.wake.wait(s).unwrap_or_else(|p| p.into_inner());
+                }
+                if s.shutdown {
+                    return;
+                }
+                s.pending = false;
+            }
+            if lock(&self.bg_error).is_some() {
+                continue;
+            }
+            if let Err(e) = self.background_work() {
+                self.set_bg_error(&e);
+                self.flushed.notify_all();
+            }
+        }
+    }
+
+    /// Flushes every frozen memtable, then compacts until no level is over budget.
+    fn background_work(&self) -> Result<()> {
+        let mut maint = lock(&self.maint);
+        loop {
+            if lock(&self.signal).shutdown {
+                return Ok(());
+            }
+            if self.flush_oldest(&mut maint)? {
+                continue;
+            }
+            if self.options.disable_auto_compaction {
+                return Ok(());
+            }
+            match self.pick_compaction(&mut maint) {
+                Some((inputs, level)) => self.compact(&mut maint, inputs, level)?,
+                None => return Ok(()),
+            }
+        }
+    }
+
+    fn stats(&self) -> DbStats {
+        let mut stats = self.counters.snapshot();
+        let view = self.current();
+        stats.tables_per_level = view.version.levels.iter().map(Vec::len).collect();
+        stats.filter_memory_bytes = view
+            .version
+            .tables()
+            .map(|(_, t)| t.table.filter_memory_bytes() as u64)
+            .sum();
+        stats
+    }
+}
+
+impl View {
+    /// The oldest WAL still backing unflushed data.
+    fn mem_wal_min(&self) -> u64 {
+        self.imm.first().map(|(_, w)| *w).unwrap_or(self.mem_wal)
+    }
+}
+
+/// Passes entries through until the table being written reaches its target size.
+struct ChunkUntil<'a, I: Iterator<Item = Result<Entry>>> {
+    inner: &'a mut std::iter::Peekable<I>,
+    written: u64,
+    target: u64,
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.written >= self.target {
+            return None;
+        }
+        let item = self.inner.next()?;
+        if let Ok(e) = &item {
+            self.written += (e.key.len() + e.value.len() + 16) as u64;
+        }
+        Some(item)
+    }
+}
+
+/// A tombstone reads as absent.
+fn live_value(entry: Entry) -> Option<Bytes> {
+    match entry.kind {
+        ValueKind::Put => Some(entry.value),
+        ValueKind::Delete => None,
+    }
+}
+
+fn range_overlaps(
+    start: &Bound<Bytes>,
+    end: &Bound<Bytes>,
+    smallest: &[u8],
+    largest: &[u8],
+) -> bool {
+    let after_start = match start {
+        Bound::Included(s) => largest >= &s[..],
+        Bound::Excluded(s) => largest > &s[..],
+        Bound::Unbounded => true,
+    };
+    let before_end = match end {
+        Bound::Included(e) => smallest <= &e[..],
+        Bound::Excluded(e) => smallest < &e[..],
+        Bound::Unbounded => true,
+    };
+    after_start && before_end
+}
+
+fn open_table(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    number: u64,
+    counters: &Arc<Counters>,
+    policies: &[Arc<dyn FilterPolicy>],
+) -> Result<TableHandle> {
+    let path = filename::table_path(dir, number);
+    let file = fs
+        .open_random(&path)
+        .map_err(|e| Error::corruption(&path, format!("live table cannot be opened: {e}")))?;
+    let table = Table::open(file, path, counters.clone(), policies)?;
+    Ok(TableHandle { number, table })
+}
+
+/// Writes `entries` as table `number`: temp name, fsync, rename, directory fsync, open.
+/// `None` if `entries` was empty.
+#[allow(clippy::too_many_arguments)]
+fn build_table(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    number: u64,
+    options: &Options,
+    policy: &Option<Arc<dyn FilterPolicy>>,
+    counters: &Arc<Counters>,
+    policies: &[Arc<dyn FilterPolicy>],
+    entries: impl Iterator<Item = Result<Entry>>,
+) -> Result<Option<TableHandle>> {
+    let tmp = filename::temp_table_path(dir, number);
+    let path = filename::table_path(dir, number);
+    let mut builder = TableBuilder::new(
+        fs.create(&tmp)?,
+        tmp.clone(),
+        TableOptions {
+            block_size: options.block_size,
+            restart_interval: options.restart_interval,
+            filter_policy: policy.clone(),
+        },
+    );
+    for entry in entries {
+        let e = entry?;
+        builder.add(&e.key, e.seq, e.kind, &e.value)?;
+    }
+    if builder.num_entries() == 0 {
+        drop(builder);
+        let _ = fs.remove(&tmp);
+        return Ok(None);
+    }
+    builder.finish()?;
+    fs.rename(&tmp, &path)?;
+    fs.sync_dir(dir)?;
+    open_table(fs, dir, number, counters, policies).map(Some)
+}
+
+/// Writes the manifest for `version` (atomic: temp file, fsync, rename, dir fsync).
+fn write_state(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    version: &Version,
+    wal_number: u64,
+    next_file_number: u64,
+    last_sequence: SeqNo,
+) -> Result<()> {
+    let tables = version
+        .tables()
+        .map(|(level, t)| TableMeta {
+            level: level as u32,
+            number: t.number,
+            file_size: t.file_size(),
+            smallest: Bytes::copy_from_slice(t.smallest()),
+            largest: Bytes::copy_from_slice(t.largest()),
+            entries: t.table.properties().entries,
+            max_seq: t.max_seq(),
+        })
+        .collect();
+    let state = ManifestState::new(next_file_number, last_sequence, wal_number, tables);
+    manifest::write_manifest(fs.as_ref(), dir, &state)
+}
+
+/// Deletes tables the manifest no longer names, retired WALs and leftover temp files.
+/// Best effort: a file that cannot be deleted now is deleted at the next open.
+fn remove_obsolete(fs: &Arc<dyn FileSystem>, dir: &Path, live: &HashSet<u64>, live_wal: u64) {
+    let Ok(names) = fs.list(dir) else { return };
+    for name in names {
+        let obsolete = match parse_file_name(&name) {
+            Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::Wal(n)) => n < live_wal,
+            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => true,
+            _ => false,
+        };
+        if obsolete {
+            let _ = fs.remove(&dir.join(&name));
+        }
+    }
+}
+
+/// The number in a store file's name, if it has one.
+fn file_number(name: &str) -> Option<u64> {
+    match parse_file_name(name)? {
+        FileKind::Table(n) | FileKind::TempTable(n) | FileKind::Wal(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// The iterator [`Db::scan`] returns: live keys in order, errors as items.
+pub struct ScanIter {
+    merged: MergeIter,
+    end: Bound<Bytes>,
+    done: bool,
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            let entry = match self.merged.next()? {
+                Ok(e) => e,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            let in_range = match &self.end {
+                Bound::Included(end) => entry.key <= end,
+                Bound::Excluded(end) => entry.key < end,
+                Bound::Unbounded => true,
+            };
+            if !in_range {
+                self.done = true;
+                return None;
+            }
+            if entry.kind == ValueKind::Put {
+                return Some(Ok((entry.key, entry.value)));
+            }
+        }
+        None
+    }
+}

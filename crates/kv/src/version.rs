@@ -1,0 +1,143 @@
+//! A version: the immutable set of live tables, level by level.
+//!
+//! ```text
+//! L0   [t9] [t8] [t7]          newest first; key ranges may overlap (flush output)
+//! L1   [a..f] [g..m] [n..z]    sorted, disjoint key ranges
+//! L2   [a..c] [d..h] ...       ten times L1's size budget, and so on
+//! ```
+//!
+//! Flush and compaction never change a version: they build the next one and swap it in
+//! (see `db.rs`). A reader holding an `Arc<Version>` keeps reading the tables it saw,
+//! even if a compaction retires them meanwhile (an open file outlives its unlink).
+
+use std::sync::Arc;
+
+use bloomkv_filter::KeyHash;
+
+use crate::error::Result;
+use crate::options::NUM_LEVELS;
+use crate::sstable::Table;
+use crate::types::{Entry, SeqNo};
+
+/// A live table: its number and level in the store, and the opened reader.
+#[derive(Debug)]
+pub(crate) struct TableHandle {
+    /// The file number (`{number:06}.sst`).
+    pub number: u64,
+    /// The opened table: footer, index and filter in memory.
+    pub table: Table,
+}
+
+impl TableHandle {
+    pub(crate) fn smallest(&self) -> &[u8] {
+        self.table.smallest()
+    }
+
+    pub(crate) fn largest(&self) -> &[u8] {
+        self.table.largest()
+    }
+
+    pub(crate) fn file_size(&self) -> u64 {
+        self.table.file_size()
+    }
+
+    pub(crate) fn max_seq(&self) -> SeqNo {
+        self.table.properties().max_seq
+    }
+
+    /// Whether the table's key range intersects `[smallest, largest]`.
+    pub(crate) fn overlaps(&self, smallest: &[u8], largest: &[u8]) -> bool {
+        self.smallest() <= largest && smallest <= self.largest()
+    }
+}
+
+/// The tables of every level. Immutable once built.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Version {
+    /// `levels[0]` newest first; deeper levels sorted by smallest key, disjoint.
+    pub levels: Vec<Vec<Arc<TableHandle>>>,
+}
+
+impl Version {
+    pub(crate) fn empty() -> Version {
+        Version {
+            levels: vec![Vec::new(); NUM_LEVELS],
+        }
+    }
+
+    /// The newest version of `key` held by any table, tombstones included.
+    ///
+    /// L0 tables are consulted newest first (their ranges overlap); on deeper levels at
+    /// most one table can hold the key, found by binary search on the largest keys.
+    pub(crate) fn get(&self, key: &[u8], hash: KeyHash) -> Result<Option<Entry>> {
+        for handle in &self.levels[0] {
+            if let Some(entry) = handle.table.get(key, hash)? {
+                return Ok(Some(entry));
+            }
+        }
+        for level in &self.levels[1..] {
+            let i = level.partition_point(|h| h.largest() < key);
+            if let Some(handle) = level.get(i) {
+                if let Some(entry) = handle.table.get(key, hash)? {
+                    return Ok(Some(entry));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// All live tables, L0 first.
+    pub(crate) fn tables(&self) -> impl Iterator<Item = (usize, &Arc<TableHandle>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(level, tables)| tables.iter().map(move |t| (level, t)))
+    }
+
+    /// Bytes of table files on `level`.
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|t| t.file_size()).sum()
+    }
+
+    /// The deepest level holding any table, or 0.
+    pub(crate) fn deepest_nonempty_level(&self) -> usize {
+        self.levels.iter().rposition(|l| !l.is_empty()).unwrap_or(0)
+    }
+
+    /// Tables of `level` whose ranges intersect `[smallest, largest]`.
+    pub(crate) fn overlapping(
+        &self,
+        level: usize,
+        smallest: &[u8],
+        largest: &[u8],
+    ) -> Vec<Arc<TableHandle>> {
+        self.levels[level]
+            .iter()
+            .filter(|t| t.overlaps(smallest, largest))
+            .cloned()
+            .collect()
+    }
+
+    /// The next version: `removed` tables gone, `added` placed on their levels.
+    pub(crate) fn apply(&self, removed: &[u64], added: Vec<(usize, Arc<TableHandle>)>) -> Version {
+        let mut levels: Vec<Vec<Arc<TableHandle>>> = self
+            .levels
+            .iter()
+            .map(|tables| {
+                tables
+                    .iter()
+                    .filter(|t| !removed.contains(&t.number))
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        for (level, handle) in added {
+            levels[level].push(handle);
+        }
+        levels[0].sort_by_key(|t| std::cmp::Reverse(t.number));
+        for tables in &mut levels[1..] {
+            tables.sort_by(|a, b| a.smallest().cmp(b.smallest()));
+        }
+        Version { levels }
+    }
+}

@@ -1,0 +1,143 @@
+//! The store against a `BTreeMap`: thousands of random operations, several seeds.
+//!
+//! Every step is applied to both; every `get` and `scan` must agree. Reopens, flushes
+//! and compactions are mixed in, with a small memtable so background flushes and
+//! automatic compactions happen on their own too.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use bloomkv_kv::{Db, FilterKind, Options, WriteBatch};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn options(filter: FilterKind) -> Options {
+    Options {
+        filter,
+        memtable_size: 16 * 1024,
+        block_size: 512,
+        l0_compaction_trigger: 3,
+        level1_max_bytes: 64 * 1024,
+        target_file_size: 16 * 1024,
+        ..Options::default()
+    }
+}
+
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    // A small key space so overwrites and deletes of live keys are common; some keys
+    // are prefixes of others, and the empty key is in play.
+    let n: u32 = rng.gen_range(0..600);
+    if n == 0 {
+        Vec::new()
+    } else if n.is_multiple_of(7) {
+        format!("k{}", n / 7).into_bytes()
+    } else {
+        format!("k{n:04}").into_bytes()
+    }
+}
+
+fn value(rng: &mut StdRng, step: usize) -> Vec<u8> {
+    let len = rng.gen_range(0..64);
+    let mut v = format!("v{step}-").into_bytes();
+    v.extend(std::iter::repeat_n(b'x', len));
+    v
+}
+
+fn check_scan(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
+    let mut a = key(rng);
+    let mut b = key(rng);
+    if a > b {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let (lo, hi) = match rng.gen_range(0..4) {
+        0 => (Bound::Included(a), Bound::Excluded(b)),
+        1 => (Bound::Excluded(a), Bound::Included(b)),
+        2 => (Bound::Unbounded, Bound::Included(b)),
+        _ => (Bound::Included(a), Bound::Unbounded),
+    };
+    let got: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan::<Vec<u8>, _>((lo.clone(), hi.clone()))
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .expect("scan");
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range::<Vec<u8>, _>((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(got, want, "scan disagrees with the model");
+}
+
+fn run(seed: u64, steps: usize, filter: FilterKind) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut db = Db::open(dir.path(), options(filter)).unwrap();
+    for step in 0..steps {
+        match rng.gen_range(0..100) {
+            0..=39 => {
+                let (k, v) = (key(&mut rng), value(&mut rng, step));
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            40..=49 => {
+                let k = key(&mut rng);
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            50..=54 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..8) {
+                    let k = key(&mut rng);
+                    if rng.gen_bool(0.3) {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    } else {
+                        let v = value(&mut rng, step);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    }
+                }
+                db.write(batch).unwrap();
+            }
+            55..=84 => {
+                let k = key(&mut rng);
+                let got = db.get(&k).unwrap().map(|b| b.to_vec());
+                assert_eq!(got, model.get(&k).cloned(), "get({k:?}) at step {step}");
+            }
+            85..=91 => check_scan(&db, &model, &mut rng),
+            92..=94 => db.flush().unwrap(),
+            95..=96 => db.compact().unwrap(),
+            _ => {
+                db.close().unwrap();
+                db = Db::open(dir.path(), options(filter)).unwrap();
+            }
+        }
+    }
+    // Everything, once more, after a final reopen.
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options(filter)).unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan::<&[u8], _>(..)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert_eq!(all, want);
+}
+
+#[test]
+fn random_operations_match_a_btreemap_cache_local() {
+    for seed in [1, 2, 3] {
+        run(seed, 3000, FilterKind::CacheLocalBloom);
+    }
+}
+
+#[test]
+fn random_operations_match_a_btreemap_standard() {
+    run(11, 3000, FilterKind::StandardBloom);
+}
+
+#[test]
+fn random_operations_match_a_btreemap_without_filter() {
+    run(21, 3000, FilterKind::None);
+}

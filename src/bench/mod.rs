@@ -1,0 +1,356 @@
+//! The disk-I/O savings benchmark: how many table reads a Bloom filter block saves.
+//!
+//! The workload, the same for every store it runs on:
+//!
+//! 1. Load `keys` keys (`key{2i:016}`, `value_size`-byte values) in a shuffled order
+//!    into `tables` tables with compaction held off, so every table spans the whole key
+//!    range and its key-range check cannot rule out any lookup.
+//! 2. Reopen the store, so every table is opened from disk (index and filter loaded).
+//! 3. `lookups` gets of absent keys (`key{2i+1:016}`: between two present keys), then
+//!    `lookups` gets of present keys, each phase measured on its own: the store's
+//!    counters, the OS's read syscalls, and the wall clock.
+//!
+//! The workload talks to a store only through [`BenchStore`], so the very same code
+//! runs on bloomkv without a filter, with each Bloom layout, and on peer stores.
+
+mod chart;
+mod os_io;
+mod report;
+mod run;
+mod store;
+
+use std::error::Error as StdError;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+pub use chart::{render_savings_svg, render_sweep_svg};
+pub use os_io::{OsIo, OsReads};
+pub use report::{print_table, Report, Row, SweepPoint};
+pub use run::{run, run_stores, Bar, BenchArgs};
+pub use store::{BloomkvStore, FilterSetting};
+
+/// Errors the benchmark passes through from the store under test.
+pub type BenchError = Box<dyn StdError + Send + Sync>;
+
+/// What a store reports about the filters of its tables.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct FilterShape {
+    /// Total filter bits over all tables (0 without filters).
+    pub bits: u64,
+    /// Keys the filters were built over.
+    pub keys: u64,
+    /// The false-positive rate the formula predicts for those bits, keys and probes,
+    /// averaged over tables (every absent lookup probes every table).
+    pub formula_fp: f64,
+    /// Probes per key.
+    pub probes: u32,
+}
+
+/// Counters a store keeps about its read path. `None` where a store does not count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StoreCounters {
+    /// Tables whose key range covered a lookup.
+    pub table_probes: Option<u64>,
+    /// Filter said "absent": reads avoided.
+    pub filter_negatives: Option<u64>,
+    /// Filter said "maybe".
+    pub filter_positives: Option<u64>,
+    /// "Maybe" for a key the table held.
+    pub filter_true_positives: Option<u64>,
+    /// Reads of table files.
+    pub data_block_reads: Option<u64>,
+}
+
+impl StoreCounters {
+    fn minus(self, before: StoreCounters) -> StoreCounters {
+        let d = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        StoreCounters {
+            table_probes: d(self.table_probes, before.table_probes),
+            filter_negatives: d(self.filter_negatives, before.filter_negatives),
+            filter_positives: d(self.filter_positives, before.filter_positives),
+            filter_true_positives: d(self.filter_true_positives, before.filter_true_positives),
+            data_block_reads: d(self.data_block_reads, before.data_block_reads),
+        }
+    }
+}
+
+/// A store the workload can drive.
+pub trait BenchStore {
+    /// The row label: which store and which filter.
+    fn label(&self) -> String;
+    /// Writes one key.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError>;
+    /// Ends the current table (flushes the memtable into a table of its own).
+    fn end_table(&mut self) -> Result<(), BenchError>;
+    /// Closes and reopens the store from disk.
+    fn reopen(&mut self) -> Result<(), BenchError>;
+    /// Looks a key up; `true` if found.
+    fn get(&self, key: &[u8]) -> Result<bool, BenchError>;
+    /// The read-path counters so far.
+    fn counters(&self) -> StoreCounters;
+    /// The filters' size and predicted false-positive rate.
+    fn filter_shape(&self) -> FilterShape;
+    /// Number of tables lookups face.
+    fn tables(&self) -> usize;
+    /// Asks the OS to drop the store's table files from its page cache.
+    fn drop_caches(&self);
+}
+
+/// The workload's parameters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Keys loaded.
+    pub keys: u64,
+    /// Tables they are spread over.
+    pub tables: u32,
+    /// Lookups per phase.
+    pub lookups: u64,
+    /// Bytes per value.
+    pub value_size: usize,
+    /// Filter bits per key.
+    pub bits_per_key: f64,
+    /// Drop table files from the page cache before each phase.
+    pub cold: bool,
+    /// Seed of the load order and the lookup keys.
+    pub seed: u64,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            keys: 1_000_000,
+            tables: 10,
+            lookups: 200_000,
+            value_size: 100,
+            bits_per_key: 10.0,
+            cold: false,
+            seed: 42,
+        }
+    }
+}
+
+/// The lookup phases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Keys that no table holds.
+    Absent,
+    /// Keys that exactly one table holds.
+    Present,
+}
+
+impl Phase {
+    /// The phase's name in tables and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Absent => "absent",
+            Phase::Present => "present",
+        }
+    }
+}
+
+/// Length of every key: `key` and sixteen digits.
+pub const KEY_LEN: usize = 19;
+
+/// The `i`-th present key (even numbers); absent keys are the odd ones between them.
+pub fn key(n: u64) -> [u8; KEY_LEN] {
+    let mut k = *b"key0000000000000000";
+    let mut n = n;
+    for slot in k[3..].iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    k
+}
+
+/// Something to report progress to (a progress bar, or nothing).
+pub trait Progress {
+    /// Starts a step of `len` units.
+    fn start(&self, message: &str, len: u64);
+    /// `n` more units done.
+    fn inc(&self, n: u64);
+    /// The step is over.
+    fn finish(&self);
+}
+
+/// Reports nothing.
+pub struct NoProgress;
+
+impl Progress for NoProgress {
+    fn start(&self, _: &str, _: u64) {}
+    fn inc(&self, _: u64) {}
+    fn finish(&self) {}
+}
+
+/// Loads the workload's keys into `store` and reopens it.
+pub fn load(
+    store: &mut dyn BenchStore,
+    w: &Workload,
+    progress: &dyn Progress,
+) -> Result<(), BenchError> {
+    let mut order: Vec<u64> = (0..w.keys).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(w.seed));
+    let value = vec![b'v'; w.value_size];
+    let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
+    progress.start(&format!("load {}", store.label()), w.keys);
+    for (n, &i) in (1u64..).zip(&order) {
+        store.put(&key(2 * i), &value)?;
+        if n.is_multiple_of(per_table) || n == w.keys {
+            store.end_table()?;
+        }
+        if n.is_multiple_of(4096) {
+            progress.inc(4096);
+        }
+    }
+    progress.finish();
+    store.reopen()
+}
+
+/// The keys one phase looks up, the same sequence for every store.
+pub fn lookup_keys(w: &Workload, phase: Phase) -> Vec<[u8; KEY_LEN]> {
+    let salt = match phase {
+        Phase::Absent => 1,
+        Phase::Present => 2,
+    };
+    let mut rng = StdRng::seed_from_u64(w.seed ^ (salt << 32));
+    (0..w.lookups)
+        .map(|_| {
+            let i = rng.gen_range(0..w.keys);
+            match phase {
+                Phase::Absent => key(2 * i + 1),
+                Phase::Present => key(2 * i),
+            }
+        })
+        .collect()
+}
+
+/// What one phase on one store measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseResult {
+    /// Lookups made.
+    pub lookups: u64,
+    /// Lookups that found their key.
+    pub found: u64,
+    /// The store's counters over the phase.
+    pub counters: StoreCounters,
+    /// The OS's reads over the phase, where it counts them.
+    pub os: Option<OsReads>,
+    /// Wall-clock nanoseconds for all lookups.
+    pub nanos: u128,
+}
+
+/// Runs one lookup phase and measures it.
+pub fn run_phase(
+    store: &dyn BenchStore,
+    w: &Workload,
+    phase: Phase,
+    progress: &dyn Progress,
+) -> Result<PhaseResult, BenchError> {
+    let keys = lookup_keys(w, phase);
+    if w.cold {
+        store.drop_caches();
+    }
+    progress.start(
+        &format!("{} {}", store.label(), phase.name()),
+        keys.len() as u64,
+    );
+    let cost = OsIo::self_cost();
+    let before = store.counters();
+    let os_before = OsIo::now();
+    let started = Instant::now();
+    let mut found = 0u64;
+    for chunk in keys.chunks(4096) {
+        for k in chunk {
+            found += u64::from(store.get(k)?);
+        }
+        progress.inc(chunk.len() as u64);
+    }
+    let nanos = started.elapsed().as_nanos();
+    let os_after = OsIo::now();
+    let counters = store.counters().minus(before);
+    progress.finish();
+    let os = match (os_before, os_after, cost) {
+        (Some(b), Some(a), Some(c)) => Some(OsReads::between(b, a, c)),
+        _ => None,
+    };
+    Ok(PhaseResult {
+        lookups: keys.len() as u64,
+        found,
+        counters,
+        os,
+        nanos,
+    })
+}
+
+/// Runs the whole workload on `store`: load, reopen, both phases.
+pub fn run_store(
+    store: &mut dyn BenchStore,
+    w: &Workload,
+    progress: &dyn Progress,
+) -> Result<Vec<Row>, BenchError> {
+    load(store, w, progress)?;
+    let shape = store.filter_shape();
+    let mut rows = Vec::new();
+    for phase in [Phase::Absent, Phase::Present] {
+        let result = run_phase(store, w, phase, progress)?;
+        rows.push(Row::new(&store.label(), phase, &result, &shape, w.keys));
+    }
+    Ok(rows)
+}
+
+/// Fills each row's `reads_avoided_pct` against the row of `baseline` in the same phase.
+pub fn compare_to_baseline(rows: &mut [Row], baseline: &str) {
+    let base: Vec<(Phase, f64)> = rows
+        .iter()
+        .filter(|r| r.filter == baseline)
+        .map(|r| (r.phase, r.data_block_reads as f64))
+        .collect();
+    for row in rows.iter_mut() {
+        if let Some((_, reads)) = base.iter().find(|(p, _)| *p == row.phase) {
+            row.reads_avoided_pct = if *reads > 0.0 {
+                Some(100.0 * (1.0 - row.data_block_reads as f64 / reads))
+            } else {
+                None
+            };
+        }
+    }
+}
+
+/// Where a benchmark's stores live: a given directory, or a temporary one removed after.
+pub struct WorkDir {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl WorkDir {
+    /// `dir` if given (created if missing), else a fresh temporary directory.
+    pub fn new(dir: Option<PathBuf>) -> std::io::Result<WorkDir> {
+        match dir {
+            Some(path) => {
+                std::fs::create_dir_all(&path)?;
+                Ok(WorkDir { path, _temp: None })
+            }
+            None => {
+                let temp = tempfile::Builder::new().prefix("bloomkv-bench").tempdir()?;
+                Ok(WorkDir {
+                    path: temp.path().to_path_buf(),
+                    _temp: Some(temp),
+                })
+            }
+        }
+    }
+
+    /// A subdirectory for one store, emptied first.
+    pub fn store_dir(&self, name: &str) -> std::io::Result<PathBuf> {
+        let path = self.path.join(name);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)?;
+        }
+        Ok(path)
+    }
+}

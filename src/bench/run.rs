@@ -1,0 +1,341 @@
+//! The `bench` command: runs the workload on each filter setting, prints the table,
+//! writes the JSON report and the charts.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bloomkv_filter::{BloomLayout, BloomPolicy, FilterPolicy, KeyHash};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{
+    compare_to_baseline, key, load, lookup_keys, print_table, render_savings_svg, render_sweep_svg,
+    run_phase, run_store, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Progress,
+    Report, SweepPoint, WorkDir, Workload,
+};
+use crate::bench::report::Machine;
+
+/// Flags of `bloomkv bench` (and of `cargo bench --bench disk_io_savings`).
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Keys to load.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Tables to spread them over (each spans the whole key range).
+    #[arg(long, default_value_t = 10)]
+    pub tables: u32,
+    /// Lookups per phase (absent keys, then present keys).
+    #[arg(long, default_value_t = 200_000)]
+    pub lookups: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Filter bits per key for both Bloom layouts.
+    #[arg(long, default_value_t = 10.0)]
+    pub bits_per_key: f64,
+    /// Where the stores live (default: a temporary directory, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write every figure as JSON here, and the SVG chart(s) beside it.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also sweep bits per key 1..=20 for both layouts, and the probe count at
+    /// `--bits-per-key` (one store per point: takes several minutes at the defaults).
+    #[arg(long)]
+    pub sweep: bool,
+    /// Drop the table files from the OS page cache before each phase, so counted
+    /// reads are device reads.
+    #[arg(long)]
+    pub cold: bool,
+    /// Seed of the load order and of the lookup keys.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+impl BenchArgs {
+    fn workload(&self) -> Workload {
+        Workload {
+            keys: self.keys,
+            tables: self.tables,
+            lookups: self.lookups,
+            value_size: self.value_size,
+            bits_per_key: self.bits_per_key,
+            cold: self.cold,
+            seed: self.seed,
+        }
+    }
+
+    fn validate(&self) -> Result<(), BenchError> {
+        if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
+            return Err("--keys, --tables and --lookups must be greater than zero".into());
+        }
+        if u64::from(self.tables) > self.keys {
+            return Err("--tables cannot exceed --keys".into());
+        }
+        if !(self.bits_per_key.is_finite() && self.bits_per_key > 0.0 && self.bits_per_key <= 100.0)
+        {
+            return Err(format!(
+                "--bits-per-key must be in (0, 100], got {}",
+                self.bits_per_key
+            )
+            .into());
+        }
+        Ok(())
+    }
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal.
+pub struct Bar(ProgressBar);
+
+impl Bar {
+    /// A bar that hides itself when stderr is not a terminal.
+    pub fn new() -> Bar {
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::hidden());
+        if std::io::stderr().is_terminal() {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
+        let style = ProgressStyle::with_template("{msg:>32} [{bar:30}] {pos}/{len} {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        bar.set_style(style);
+        Bar(bar)
+    }
+}
+
+impl Default for Bar {
+    fn default() -> Self {
+        Bar::new()
+    }
+}
+
+impl Progress for Bar {
+    fn start(&self, message: &str, len: u64) {
+        self.0.reset();
+        self.0.set_length(len);
+        self.0.set_position(0);
+        self.0.set_message(message.to_string());
+    }
+
+    fn inc(&self, n: u64) {
+        self.0.inc(n);
+    }
+
+    fn finish(&self) {
+        self.0.set_position(self.0.length().unwrap_or(0));
+    }
+}
+
+/// Runs the benchmark as `args` say; prints to stdout; returns the report.
+pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
+    args.validate()?;
+    let w = args.workload();
+    let work = WorkDir::new(args.dir.clone())?;
+    let bar = Bar::new();
+    println!(
+        "bloomkv disk-I/O savings: {} keys ({}-byte keys, {}-byte values) in {} overlapping tables, \
+         {} absent + {} present lookups, {} bits/key{}",
+        w.keys,
+        super::KEY_LEN,
+        w.value_size,
+        w.tables,
+        w.lookups,
+        w.lookups,
+        w.bits_per_key,
+        if w.cold { ", cold page cache" } else { "" }
+    );
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    for setting in FilterSetting::ALL {
+        let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
+        let mut store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
+        rows.extend(run_store(&mut store, &w, &bar)?);
+    }
+    compare_to_baseline(&mut rows, FilterSetting::None.name());
+    bar.0.finish_and_clear();
+    print!("{}", print_table(&rows));
+    check_no_false_negatives(&rows)?;
+
+    let (bits_sweep, probe_sweep) = if args.sweep {
+        (sweep_bits(&w, &work, &bar)?, sweep_probes(&w, &bar)?)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    bar.0.finish_and_clear();
+    if args.sweep {
+        print!("{}", print_sweep(&bits_sweep, &probe_sweep));
+    }
+    let report = Report {
+        machine: Machine::here(),
+        workload: w,
+        rows,
+        bits_sweep,
+        probe_sweep,
+    };
+    if let Some(path) = &args.json {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+        let svg = path.with_extension("svg");
+        std::fs::write(&svg, render_savings_svg(&report.rows))?;
+        println!("wrote {} and {}", path.display(), svg.display());
+        if args.sweep {
+            let sweep_svg = path.with_file_name(format!(
+                "{}-sweep.svg",
+                path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench")
+            ));
+            std::fs::write(
+                &sweep_svg,
+                render_sweep_svg(&report.bits_sweep, &report.probe_sweep),
+            )?;
+            println!("wrote {}", sweep_svg.display());
+        }
+    }
+    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(report)
+}
+
+/// A present key not found is a false negative: the one thing a filter must never do.
+fn check_no_false_negatives(rows: &[super::Row]) -> Result<(), BenchError> {
+    for r in rows {
+        let want = match r.phase {
+            Phase::Absent => 0,
+            Phase::Present => r.lookups,
+        };
+        if r.found != want {
+            return Err(format!(
+                "{} {}: found {} of {} lookups, expected {want}",
+                r.filter,
+                r.phase.name(),
+                r.found,
+                r.lookups
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Absent-key lookups through the store at bits_per_key 1..=20, both layouts.
+fn sweep_bits(w: &Workload, work: &WorkDir, bar: &Bar) -> Result<Vec<SweepPoint>, BenchError> {
+    let mut points = Vec::new();
+    for setting in [FilterSetting::Standard, FilterSetting::CacheLocal] {
+        for bpk in 1..=20 {
+            let mut wb = w.clone();
+            wb.bits_per_key = f64::from(bpk);
+            let dir = work.store_dir("sweep")?;
+            let mut store = BloomkvStore::create(dir, setting, wb.bits_per_key)?;
+            load(&mut store, &wb, bar)?;
+            let shape = store.filter_shape();
+            let r = run_phase(&store, &wb, Phase::Absent, bar)?;
+            let c = r.counters;
+            let fp = c.filter_positives.unwrap_or(0) - c.filter_true_positives.unwrap_or(0);
+            let checks = fp + c.filter_negatives.unwrap_or(0);
+            points.push(SweepPoint {
+                layout: layout_name(setting).into(),
+                bits_per_key: wb.bits_per_key,
+                probes: shape.probes,
+                observed_fp: fp as f64 / checks.max(1) as f64,
+                formula_fp: shape.formula_fp,
+                reads_per_lookup: Some(
+                    c.data_block_reads.unwrap_or(0) as f64 / r.lookups.max(1) as f64,
+                ),
+                ns_per_lookup: r.nanos as f64 / r.lookups.max(1) as f64,
+            });
+            drop(store);
+        }
+    }
+    Ok(points)
+}
+
+fn layout_name(setting: FilterSetting) -> &'static str {
+    match setting {
+        FilterSetting::CacheLocal => "cache-local",
+        _ => "standard",
+    }
+}
+
+/// The source article's experiment: probe count k at fixed bits per key, one filter of
+/// `keys` keys per layout and k, FP and time of absent-key queries (hashing included).
+fn sweep_probes(w: &Workload, bar: &Bar) -> Result<Vec<SweepPoint>, BenchError> {
+    let absent = lookup_keys(w, Phase::Absent);
+    let mut points = Vec::new();
+    for layout in [BloomLayout::Standard, BloomLayout::CacheLocal] {
+        for k in 1..=14 {
+            let policy = BloomPolicy::with_layout(w.bits_per_key, layout)?.with_num_probes(k)?;
+            let mut builder = policy.new_builder();
+            bar.start(&format!("probe sweep {} k={k}", layout.name()), w.keys);
+            for i in 0..w.keys {
+                builder.add_key(&key(2 * i));
+            }
+            let reader = policy.open_reader(&builder.finish())?;
+            let info = reader.info();
+            let started = Instant::now();
+            let mut positives = 0u64;
+            for k in &absent {
+                positives += u64::from(reader.may_contain_hash(KeyHash::of(k)));
+            }
+            let nanos = started.elapsed().as_nanos();
+            bar.finish();
+            points.push(SweepPoint {
+                layout: layout.name().into(),
+                bits_per_key: w.bits_per_key,
+                probes: k,
+                observed_fp: positives as f64 / absent.len().max(1) as f64,
+                formula_fp: info.estimated_fp_rate,
+                reads_per_lookup: None,
+                ns_per_lookup: nanos as f64 / absent.len().max(1) as f64,
+            });
+        }
+    }
+    Ok(points)
+}
+
+fn print_sweep(bits: &[SweepPoint], probes: &[SweepPoint]) -> String {
+    let mut out = String::from("\nbits-per-key sweep (absent keys, through the store)\n");
+    out.push_str("layout        bits/key  k   FP observed  FP formula  reads/lookup  ns/lookup\n");
+    for p in bits {
+        out.push_str(&format!(
+            "{:<12}  {:>8}  {:>2}  {:>10.4}%  {:>9.4}%  {:>12.4}  {:>9.0}\n",
+            p.layout,
+            p.bits_per_key,
+            p.probes,
+            p.observed_fp * 100.0,
+            p.formula_fp * 100.0,
+            p.reads_per_lookup.unwrap_or(0.0),
+            p.ns_per_lookup
+        ));
+    }
+    out.push_str("\nprobe sweep (filter alone, absent keys, hashing included)\n");
+    out.push_str("layout        bits/key   k  FP observed  FP formula  ns/query\n");
+    for p in probes {
+        out.push_str(&format!(
+            "{:<12}  {:>8}  {:>2}  {:>10.4}%  {:>9.4}%  {:>8.1}\n",
+            p.layout,
+            p.bits_per_key,
+            p.probes,
+            p.observed_fp * 100.0,
+            p.formula_fp * 100.0,
+            p.ns_per_lookup
+        ));
+    }
+    out
+}
+
+/// Runs `bench` over the already-loaded stores of a store under test; shared helper
+/// for peers that bring their own [`BenchStore`].
+pub fn run_stores(
+    stores: &mut [Box<dyn BenchStore>],
+    w: &Workload,
+    baseline: &str,
+) -> Result<Vec<super::Row>, BenchError> {
+    let bar = Bar::new();
+    let mut rows = Vec::new();
+    for store in stores.iter_mut() {
+        rows.extend(run_store(store.as_mut(), w, &bar)?);
+    }
+    bar.0.finish_and_clear();
+    compare_to_baseline(&mut rows, baseline);
+    Ok(rows)
+}

@@ -1,0 +1,156 @@
+//! bloomkv itself as a [`BenchStore`], under each filter setting.
+
+use std::path::PathBuf;
+
+use bloomkv_kv::{Db, FilterKind, Options};
+
+use super::{BenchError, BenchStore, FilterShape, StoreCounters};
+
+/// Which filter the tables carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FilterSetting {
+    /// No filter block.
+    None,
+    /// Textbook Bloom: probes over the whole array.
+    Standard,
+    /// One 64-byte line per key.
+    CacheLocal,
+}
+
+impl FilterSetting {
+    /// The three settings, baseline first.
+    pub const ALL: [FilterSetting; 3] = [
+        FilterSetting::None,
+        FilterSetting::Standard,
+        FilterSetting::CacheLocal,
+    ];
+
+    /// Name in tables and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            FilterSetting::None => "no filter",
+            FilterSetting::Standard => "standard bloom",
+            FilterSetting::CacheLocal => "cache-local bloom",
+        }
+    }
+
+    fn kind(self) -> FilterKind {
+        match self {
+            FilterSetting::None => FilterKind::None,
+            FilterSetting::Standard => FilterKind::StandardBloom,
+            FilterSetting::CacheLocal => FilterKind::CacheLocalBloom,
+        }
+    }
+}
+
+/// A bloomkv store set up for the workload: compaction off, one table per `end_table`.
+pub struct BloomkvStore {
+    setting: FilterSetting,
+    dir: PathBuf,
+    options: Options,
+    db: Option<Db>,
+}
+
+impl BloomkvStore {
+    /// Opens a fresh store in `dir` with `setting` at `bits_per_key`.
+    pub fn create(
+        dir: PathBuf,
+        setting: FilterSetting,
+        bits_per_key: f64,
+    ) -> Result<Self, BenchError> {
+        let options = Options {
+            filter: setting.kind(),
+            bits_per_key,
+            disable_auto_compaction: true,
+            // Tables end where the workload says, never earlier.
+            memtable_size: 1 << 30,
+            max_immutable_memtables: 4,
+            ..Options::default()
+        };
+        let db = Db::open(&dir, options.clone())?;
+        Ok(BloomkvStore {
+            setting,
+            dir,
+            options,
+            db: Some(db),
+        })
+    }
+
+    fn db(&self) -> Result<&Db, BenchError> {
+        self.db.as_ref().ok_or_else(|| "store is closed".into())
+    }
+}
+
+impl BenchStore for BloomkvStore {
+    fn label(&self) -> String {
+        self.setting.name().to_string()
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
+        Ok(self.db()?.put(key, value)?)
+    }
+
+    fn end_table(&mut self) -> Result<(), BenchError> {
+        Ok(self.db()?.flush()?)
+    }
+
+    fn reopen(&mut self) -> Result<(), BenchError> {
+        if let Some(db) = self.db.take() {
+            db.close()?;
+        }
+        self.db = Some(Db::open(&self.dir, self.options.clone())?);
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
+        Ok(self.db()?.get(key)?.is_some())
+    }
+
+    fn counters(&self) -> StoreCounters {
+        let Some(db) = self.db.as_ref() else {
+            return StoreCounters::default();
+        };
+        let s = db.stats();
+        StoreCounters {
+            table_probes: Some(s.table_probes),
+            filter_negatives: Some(s.filter_negatives),
+            filter_positives: Some(s.filter_positives),
+            filter_true_positives: Some(s.filter_true_positives),
+            data_block_reads: Some(s.data_block_reads),
+        }
+    }
+
+    fn filter_shape(&self) -> FilterShape {
+        let Some(db) = self.db.as_ref() else {
+            return FilterShape::default();
+        };
+        let filters: Vec<_> = db
+            .table_infos()
+            .into_iter()
+            .filter_map(|t| t.filter)
+            .collect();
+        if filters.is_empty() {
+            return FilterShape::default();
+        }
+        FilterShape {
+            bits: filters.iter().map(|f| f.num_bits).sum(),
+            keys: filters.iter().map(|f| f.num_keys).sum(),
+            formula_fp: filters.iter().map(|f| f.estimated_fp_rate).sum::<f64>()
+                / filters.len() as f64,
+            probes: filters[0].num_probes,
+        }
+    }
+
+    fn tables(&self) -> usize {
+        self.db
+            .as_ref()
+            .map(|db| db.stats().num_tables())
+            .unwrap_or(0)
+    }
+
+    fn drop_caches(&self) {
+        if let Some(db) = self.db.as_ref() {
+            db.drop_table_caches();
+        }
+    }
+}
