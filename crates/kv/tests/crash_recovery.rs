@@ -97,13 +97,13 @@ fn run_and_kill(dir: &Path, seed: u64, sync: bool, ops: usize) -> (Vec<Op>, Opti
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
+    let lines = BufReader::new(stdout).lines();
     let mut acked = Vec::new();
     let mut in_flight: Option<Op> = None;
     let mut killed = false;
     // Read until `ops` acknowledgements, kill, then drain what the child wrote before
     // it died: those operations were acknowledged too.
-    while let Some(line) = lines.next() {
+    for line in lines {
         let line = line.unwrap();
         let mut words = line.split(' ');
         match (words.next(), words.next(), words.next()) {
