@@ -46,7 +46,7 @@ enum Command {
     },
     /// Print a key's value.
     Get { dir: PathBuf, key: String },
-    /// Set a key.
+    /// Set a key (creates the store if the directory holds none).
     Put {
         dir: PathBuf,
         key: String,
@@ -117,7 +117,7 @@ fn run(command: Command) -> CmdResult {
             }
         }
         Command::Put { dir, key, value } => {
-            let db = open(&dir)?;
+            let db = Db::open(&dir, Options::default())?;
             db.put(&key, &value)?;
             db.close()?;
             Ok(ExitCode::SUCCESS)

@@ -165,9 +165,7 @@ impl Panel {
                 .filter(|v| *v >= self.y_min && *v <= self.y_max)
                 .collect()
         } else {
-            (0..=5)
-                .map(|i| self.y_min + (self.y_max - self.y_min) * i as f64 / 5.0)
-                .collect()
+            nice_ticks(self.y_min, self.y_max)
         };
         for v in ticks {
             let y = self.py(v);
@@ -235,6 +233,23 @@ impl Panel {
         s.push_str("</g>\n");
         s
     }
+}
+
+/// Round tick values (steps of 1, 2 or 5 times a power of ten) covering `[lo, hi]`.
+fn nice_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let raw = (hi - lo) / 5.0;
+    if raw <= 0.0 || !raw.is_finite() {
+        return vec![lo];
+    }
+    let magnitude = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * magnitude);
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|i| i as f64 * step).collect()
 }
 
 fn short(v: f64) -> String {

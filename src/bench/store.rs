@@ -76,7 +76,12 @@ impl BloomkvStore {
         })
     }
 
-    fn db(&self) -> Result<&Db, BenchError> {
+    /// The open store (`None` only after a failed reopen).
+    pub fn db(&self) -> Option<&Db> {
+        self.db.as_ref()
+    }
+
+    fn open_db(&self) -> Result<&Db, BenchError> {
         self.db.as_ref().ok_or_else(|| "store is closed".into())
     }
 }
@@ -87,11 +92,11 @@ impl BenchStore for BloomkvStore {
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
-        Ok(self.db()?.put(key, value)?)
+        Ok(self.open_db()?.put(key, value)?)
     }
 
     fn end_table(&mut self) -> Result<(), BenchError> {
-        Ok(self.db()?.flush()?)
+        Ok(self.open_db()?.flush()?)
     }
 
     fn reopen(&mut self) -> Result<(), BenchError> {
@@ -103,7 +108,7 @@ impl BenchStore for BloomkvStore {
     }
 
     fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
-        Ok(self.db()?.get(key)?.is_some())
+        Ok(self.open_db()?.get(key)?.is_some())
     }
 
     fn counters(&self) -> StoreCounters {

@@ -1,0 +1,192 @@
+//! The `bloomkv` command line, run as a user would run it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn bloomkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bloomkv"))
+        .args(args)
+        .output()
+        .expect("run bloomkv")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A store with one flushed table of 300 keys.
+fn small_store(dir: &Path) {
+    let db = bloomkv::Db::open(dir, bloomkv::Options::default()).unwrap();
+    for i in 0..300 {
+        db.put(format!("key{i:04}"), format!("value{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+}
+
+fn table_file(dir: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "sst"))
+        .expect("a table file")
+}
+
+#[test]
+fn sizing_reproduces_the_source_documents_numbers() {
+    let o = bloomkv(&["sizing", "--items", "1000", "--fp-rate", "0.01"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("bits                9586"), "{out}");
+    assert!(out.contains("hash functions (k)  7"), "{out}");
+}
+
+#[test]
+fn sizing_rejects_an_impossible_rate_with_one_line() {
+    let o = bloomkv(&["sizing", "--items", "1000", "--fp-rate", "1.5"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.starts_with("bloomkv: "), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn put_get_delete_scan_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("db");
+    let d = d.to_str().unwrap();
+    for (k, v) in [("b", "2"), ("a", "1"), ("c", "3")] {
+        assert!(bloomkv(&["put", d, k, v]).status.success());
+    }
+    let o = bloomkv(&["get", d, "b"]);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "2\n");
+    assert!(bloomkv(&["delete", d, "b"]).status.success());
+    let o = bloomkv(&["get", d, "b"]);
+    assert_eq!(o.status.code(), Some(1), "a missing key exits 1");
+    let o = bloomkv(&["scan", d]);
+    assert_eq!(stdout(&o), "a\t1\nc\t3\n");
+    let o = bloomkv(&["scan", d, "--from", "b", "--limit", "5"]);
+    assert_eq!(stdout(&o), "c\t3\n");
+}
+
+#[test]
+fn tools_refuse_a_directory_without_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nothing-here");
+    for cmd in ["get", "inspect", "verify"] {
+        let mut args = vec![cmd, missing.to_str().unwrap()];
+        if cmd == "get" {
+            args.push("k");
+        }
+        let o = bloomkv(&args);
+        assert!(!o.status.success(), "{cmd} must fail");
+        assert!(stderr(&o).starts_with("bloomkv: "), "{cmd}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"));
+        assert!(!missing.exists(), "{cmd} must not create a store");
+    }
+}
+
+#[test]
+fn inspect_shows_levels_tables_and_filters() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    let o = bloomkv(&["inspect", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("L0: 1 table(s)"), "{out}");
+    assert!(out.contains("300 entries"), "{out}");
+    assert!(out.contains("bloomkv.BloomFilter.cache-local"), "{out}");
+    assert!(out.contains("6 probes"), "{out}");
+}
+
+#[test]
+fn verify_passes_a_clean_store_and_finds_a_flipped_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let o = bloomkv(&["verify", d]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("0 problem(s)"));
+
+    let table = table_file(dir.path());
+    let mut bytes = std::fs::read(&table).unwrap();
+    bytes[100] ^= 0x40; // inside the first data block
+    std::fs::write(&table, bytes).unwrap();
+    let o = bloomkv(&["verify", d]);
+    assert!(!o.status.success());
+    let out = stdout(&o);
+    let name = table.file_name().unwrap().to_str().unwrap();
+    assert!(out.contains("CORRUPT") && out.contains(name), "{out}");
+    assert!(
+        out.contains("at offset 0"),
+        "the first block starts at offset 0: {out}"
+    );
+}
+
+#[test]
+fn inspect_names_the_damaged_file() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    let manifest = dir.path().join("MANIFEST");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&manifest, bytes).unwrap();
+    let o = bloomkv(&["inspect", dir.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("MANIFEST") && err.contains("corrupt"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+}
+
+#[test]
+fn bench_writes_a_json_report_with_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out/bench.json");
+    let o = bloomkv(&[
+        "bench",
+        "--keys",
+        "3000",
+        "--tables",
+        "3",
+        "--lookups",
+        "300",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for field in [
+        "filter",
+        "phase",
+        "lookups",
+        "found",
+        "table_probes",
+        "filter_negatives",
+        "data_block_reads",
+        "reads_per_lookup",
+        "reads_avoided_pct",
+        "observed_fp",
+        "formula_fp",
+        "ns_per_lookup",
+        "filter_bits_per_key",
+        "filter_mib",
+        "os_read_syscalls",
+        "os_read_bytes",
+    ] {
+        for row in rows {
+            assert!(row.get(field).is_some(), "row lacks {field}: {row}");
+        }
+    }
+    assert!(report["machine"]["cpus"].as_u64().unwrap() >= 1);
+    assert_eq!(report["workload"]["keys"], 3000);
+    assert!(json.with_extension("svg").exists());
+}
