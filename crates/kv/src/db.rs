@@ -38,7 +38,7 @@ use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 use crate::sstable::{Table, TableBuilder, TableOptions};
-use crate::stats::{bump, Counters, DbStats};
+use crate::stats::{bump, Counters, DbStats, ReadTally};
 use crate::types::{Entry, SeqNo, ValueKind};
 use crate::version::{TableHandle, Version};
 use crate::wal::{self, WalWriter};
@@ -565,7 +565,10 @@ impl Inner {
         }
         // Hash once; every table's filter is probed with the same hash.
         let hash = KeyHash::of(key);
-        Ok(view.version.get(key, hash)?.and_then(live_value))
+        let mut tally = ReadTally::default();
+        let found = view.version.get(key, hash, &mut tally);
+        self.counters.add_tally(&tally);
+        Ok(found?.and_then(live_value))
     }
 
     fn scan(&self, start: Bound<Bytes>, end: Bound<Bytes>) -> ScanIter {

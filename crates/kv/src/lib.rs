@@ -52,6 +52,6 @@ pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
 pub use inspect::{inspect, verify, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterKind, Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
-pub use stats::{Counters, DbStats};
+pub use stats::{Counters, DbStats, ReadTally};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

@@ -55,6 +55,40 @@ pub(crate) fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+/// The read path's decisions during one lookup, tallied in plain integers and added to
+/// the shared [`Counters`] once per `get`: ten tables' worth of decisions then cost
+/// five atomic additions instead of thirty.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadTally {
+    /// Tables whose key range covered the key.
+    pub table_probes: u64,
+    /// Filter consultations.
+    pub filter_checks: u64,
+    /// Filter said "absent".
+    pub filter_negatives: u64,
+    /// Filter said "maybe".
+    pub filter_positives: u64,
+    /// Filter said "maybe" and the table held the key.
+    pub filter_true_positives: u64,
+}
+
+impl Counters {
+    /// Adds a lookup's tally to the shared counters.
+    pub fn add_tally(&self, t: &ReadTally) {
+        for (counter, n) in [
+            (&self.table_probes, t.table_probes),
+            (&self.filter_checks, t.filter_checks),
+            (&self.filter_negatives, t.filter_negatives),
+            (&self.filter_positives, t.filter_positives),
+            (&self.filter_true_positives, t.filter_true_positives),
+        ] {
+            if n != 0 {
+                add(counter, n);
+            }
+        }
+    }
+}
+
 /// A point-in-time copy of the store's counters and shape.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DbStats {

@@ -17,6 +17,7 @@ use bloomkv_filter::KeyHash;
 use crate::error::Result;
 use crate::options::NUM_LEVELS;
 use crate::sstable::Table;
+use crate::stats::ReadTally;
 use crate::types::{Entry, SeqNo};
 
 /// A live table: its number and level in the store, and the opened reader.
@@ -69,16 +70,21 @@ impl Version {
     ///
     /// L0 tables are consulted newest first (their ranges overlap); on deeper levels at
     /// most one table can hold the key, found by binary search on the largest keys.
-    pub(crate) fn get(&self, key: &[u8], hash: KeyHash) -> Result<Option<Entry>> {
+    pub(crate) fn get(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Entry>> {
         for handle in &self.levels[0] {
-            if let Some(entry) = handle.table.get(key, hash)? {
+            if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
                 return Ok(Some(entry));
             }
         }
         for level in &self.levels[1..] {
             let i = level.partition_point(|h| h.largest() < key);
             if let Some(handle) = level.get(i) {
-                if let Some(entry) = handle.table.get(key, hash)? {
+                if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
                     return Ok(Some(entry));
                 }
             }

@@ -35,7 +35,7 @@ use super::verify::{self, BlockProblem};
 use super::{BlockKind, Malformed};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
-use crate::stats::{self, Counters};
+use crate::stats::{self, Counters, ReadTally};
 use crate::types::Entry;
 
 /// Whether a table's lookups consult a filter, and if not, why.
@@ -179,22 +179,37 @@ impl Table {
 
     /// Looks `key` up; `hash` is `KeyHash::of(key)`, computed once per store lookup.
     /// Returns the entry (a tombstone too: the store decides what it means) or `None`.
+    /// The read path's decisions go straight to the table's counters.
     pub fn get(&self, key: &[u8], hash: KeyHash) -> Result<Option<Entry>> {
+        let mut tally = ReadTally::default();
+        let result = self.get_tallied(key, hash, &mut tally);
+        self.inner.file.counters().add_tally(&tally);
+        result
+    }
+
+    /// The read path for one table, each decision tallied on the line that makes it
+    /// (the store adds a lookup's tally to the shared counters once, see [`ReadTally`]):
+    /// key range, then the in-memory filter, then exactly one data-block read.
+    pub fn get_tallied(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Entry>> {
         let t = &*self.inner;
-        let c = t.file.counters();
         if key < &t.properties.smallest[..] || key > &t.properties.largest[..] {
             return Ok(None);
         }
-        stats::bump(&c.table_probes);
+        tally.table_probes += 1;
         let filter_said_maybe = match &t.filter {
             None => false,
             Some(filter) => {
-                stats::bump(&c.filter_checks);
+                tally.filter_checks += 1;
                 if !filter.may_contain_hash(hash) {
-                    stats::bump(&c.filter_negatives);
+                    tally.filter_negatives += 1; // a data-block read avoided
                     return Ok(None);
                 }
-                stats::bump(&c.filter_positives);
+                tally.filter_positives += 1;
                 true
             }
         };
@@ -209,7 +224,7 @@ impl Table {
             return Ok(None);
         };
         if filter_said_maybe {
-            stats::bump(&c.filter_true_positives);
+            tally.filter_true_positives += 1;
         }
         Ok(Some(Entry {
             key: Bytes::copy_from_slice(key),
