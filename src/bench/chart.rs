@@ -259,9 +259,11 @@ fn short(v: f64) -> String {
         format!("{v:.0}")
     } else if v.abs() >= 1.0 {
         format!("{v:.1}").trim_end_matches(".0").to_string()
-    } else {
+    } else if v.abs() >= 0.001 {
         let s = format!("{v:.4}");
         s.trim_end_matches('0').to_string()
+    } else {
+        format!("{v:.0e}")
     }
 }
 
@@ -271,17 +273,27 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// Panels laid out two to a row in one `<svg>`.
 fn figure(title: &str, panels: &[(Panel, bool)]) -> String {
-    let width = PANEL_W * panels.len() as f64;
+    let cols = panels.len().clamp(1, 2);
+    let rows = panels.len().div_ceil(cols);
     let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{:.0}\" \
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0}\" height=\"{:.0}\" \
          font-family=\"Helvetica, Arial, sans-serif\">\n<title>{}</title>\n\
          <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-        PANEL_H,
+        PANEL_W * cols as f64,
+        PANEL_H * rows as f64,
         escape(title)
     );
     for (i, (panel, x_ticks)) in panels.iter().enumerate() {
-        s.push_str(&panel.render(PANEL_W * i as f64, *x_ticks));
+        let (col, row) = (i % cols, i / cols);
+        let _ = writeln!(
+            s,
+            "<g transform=\"translate(0,{:.0})\">",
+            PANEL_H * row as f64
+        );
+        s.push_str(&panel.render(PANEL_W * col as f64, *x_ticks));
+        s.push_str("</g>\n");
     }
     s.push_str("</svg>\n");
     s
