@@ -26,8 +26,8 @@ use crate::error::FilterError;
 use crate::filter_block;
 use crate::hash::KeyHash;
 use crate::layout::{
-    cache_local_contains, cache_local_insert, standard_contains, standard_insert, BloomLayout,
-    Line, MAX_PROBES,
+    cache_local_contains, cache_local_insert, cache_local_prefetch, standard_contains,
+    standard_insert, standard_prefetch, BloomLayout, Line, MAX_PROBES,
 };
 use crate::policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};
 
@@ -276,6 +276,11 @@ impl FilterReader for StandardReader {
         standard_contains(&self.words, self.num_bits, self.num_probes, hash)
     }
 
+    #[inline]
+    fn prefetch_hash(&self, hash: KeyHash) {
+        standard_prefetch(&self.words, self.num_bits, hash);
+    }
+
     fn info(&self) -> FilterInfo {
         info(
             BloomLayout::Standard,
@@ -304,6 +309,11 @@ impl FilterReader for CacheLocalReader {
     #[inline]
     fn may_contain_hash(&self, hash: KeyHash) -> bool {
         cache_local_contains(&self.lines, self.num_probes, hash)
+    }
+
+    #[inline]
+    fn prefetch_hash(&self, hash: KeyHash) {
+        cache_local_prefetch(&self.lines, hash);
     }
 
     fn info(&self) -> FilterInfo {

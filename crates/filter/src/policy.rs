@@ -62,6 +62,11 @@ pub trait FilterReader: Send + Sync + fmt::Debug {
     /// As [`may_contain`](Self::may_contain), for a key already hashed with [`KeyHash::of`].
     fn may_contain_hash(&self, hash: KeyHash) -> bool;
 
+    /// Starts loading the memory `may_contain_hash(hash)` will read, without waiting
+    /// for it. A store probing several tables' filters for one key prefetches them all
+    /// first, so their cache misses overlap. The default does nothing.
+    fn prefetch_hash(&self, _hash: KeyHash) {}
+
     /// Describes the decoded filter (layout, sizes, probes, fill).
     fn info(&self) -> FilterInfo;
 

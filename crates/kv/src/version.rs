@@ -76,6 +76,13 @@ impl Version {
         hash: KeyHash,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
+        // L0 ranges overlap, so every table may be asked. Start every candidate's filter
+        // load first: the cache misses overlap instead of following one another.
+        for handle in &self.levels[0] {
+            if handle.table.covers(key) {
+                handle.table.prefetch_filter(hash);
+            }
+        }
         for handle in &self.levels[0] {
             if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
                 return Ok(Some(entry));

@@ -187,6 +187,22 @@ impl Table {
         result
     }
 
+    /// Whether `key` lies within the table's key range.
+    #[inline]
+    pub fn covers(&self, key: &[u8]) -> bool {
+        let p = &self.inner.properties;
+        &p.smallest[..] <= key && key <= &p.largest[..]
+    }
+
+    /// Starts loading the filter memory a lookup of `hash` will read (no-op without a
+    /// filter). See [`FilterReader::prefetch_hash`].
+    #[inline]
+    pub fn prefetch_filter(&self, hash: KeyHash) {
+        if let Some(filter) = &self.inner.filter {
+            filter.prefetch_hash(hash);
+        }
+    }
+
     /// The read path for one table, each decision tallied on the line that makes it
     /// (the store adds a lookup's tally to the shared counters once, see [`ReadTally`]):
     /// key range, then the in-memory filter, then exactly one data-block read.
@@ -197,7 +213,7 @@ impl Table {
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
         let t = &*self.inner;
-        if key < &t.properties.smallest[..] || key > &t.properties.largest[..] {
+        if !self.covers(key) {
             return Ok(None);
         }
         tally.table_probes += 1;
