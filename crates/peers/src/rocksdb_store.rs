@@ -134,7 +134,7 @@ impl BenchStore for RocksDbStore {
     }
 
     fn counters(&self) -> StoreCounters {
-        let t = |ticker| Some(self.options.get_ticker_count(ticker));
+        let t = |ticker: Ticker| Some(self.options.get_ticker_count(ticker));
         let filtered = self.bits_per_key.is_some();
         StoreCounters {
             table_probes: None,
