@@ -54,7 +54,8 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    fn workload(&self) -> Workload {
+    /// The workload these flags describe.
+    pub fn workload(&self) -> Workload {
         Workload {
             keys: self.keys,
             tables: self.tables,
@@ -66,7 +67,8 @@ impl BenchArgs {
         }
     }
 
-    fn validate(&self) -> Result<(), BenchError> {
+    /// Checks the flags: counts above zero, no more tables than keys, sane bits per key.
+    pub fn validate(&self) -> Result<(), BenchError> {
         if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
             return Err("--keys, --tables and --lookups must be greater than zero".into());
         }

@@ -1,0 +1,57 @@
+//! A store under another row label, so bloomkv's rows say "bloomkv" beside the peers.
+
+use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
+
+/// `S` with its rows labeled `label`; everything else passes through.
+pub struct Labeled<S> {
+    label: String,
+    inner: S,
+}
+
+impl<S: BenchStore> Labeled<S> {
+    /// Wraps `inner` under `label`.
+    pub fn new(label: impl Into<String>, inner: S) -> Self {
+        Labeled {
+            label: label.into(),
+            inner,
+        }
+    }
+}
+
+impl<S: BenchStore> BenchStore for Labeled<S> {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
+        self.inner.put(key, value)
+    }
+
+    fn end_table(&mut self) -> Result<(), BenchError> {
+        self.inner.end_table()
+    }
+
+    fn reopen(&mut self) -> Result<(), BenchError> {
+        self.inner.reopen()
+    }
+
+    fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
+        self.inner.get(key)
+    }
+
+    fn counters(&self) -> StoreCounters {
+        self.inner.counters()
+    }
+
+    fn filter_shape(&self) -> FilterShape {
+        self.inner.filter_shape()
+    }
+
+    fn tables(&self) -> usize {
+        self.inner.tables()
+    }
+
+    fn drop_caches(&self) {
+        self.inner.drop_caches()
+    }
+}

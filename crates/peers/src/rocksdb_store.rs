@@ -1,0 +1,238 @@
+//! RocksDB as a [`BenchStore`] (cargo feature `rocksdb`): the reference LSM.
+//!
+//! Set up so its rows compare with bloomkv's:
+//!
+//! - `end_table` flushes the memtable into a table of its own and waits (the memtable
+//!   limit is 1 GiB, so it never fills up on its own);
+//! - `disable_auto_compactions`, and the L0 triggers raised far above `--tables`, so
+//!   lookups face exactly `--tables` overlapping L0 tables;
+//! - a full (per-table) Bloom filter: `BlockBasedOptions::set_bloom_filter(10.0,
+//!   false)`, RocksDB's cache-local "fast local Bloom" (one 64-byte line per key, 6
+//!   probes at 10 bits/key). Filter and index blocks are held by the table readers
+//!   (`cache_index_and_filter_blocks` stays off), as bloomkv keeps them in memory;
+//! - 4 KiB uncompressed data blocks, an 8 MiB LRU block cache.
+//!
+//! Its statistics give the counters, under the names bloomkv's mirror:
+//! `BLOOM_FILTER_USEFUL` (negatives), `BLOOM_FILTER_FULL_POSITIVE`,
+//! `BLOOM_FILTER_FULL_TRUE_POSITIVE`, and `BLOCK_CACHE_DATA_MISS` (data blocks read
+//! from a table file). Table probes are not counted.
+
+use std::path::PathBuf;
+
+use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
+use bloomkv::sizing;
+use rocksdb::statistics::Ticker;
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, DB};
+
+use crate::page_cache;
+
+/// Far above any `--tables`: no L0 file count ever triggers a compaction or a stall.
+const L0_TRIGGER: i32 = 1 << 20;
+
+/// A RocksDB database set up for the workload.
+pub struct RocksDbStore {
+    label: String,
+    dir: PathBuf,
+    /// One `Options` for every open: it owns the statistics the counters read.
+    options: Options,
+    bits_per_key: Option<f64>,
+    db: Option<DB>,
+    /// Keys written into each finished table, in order.
+    table_keys: Vec<u64>,
+    pending_keys: u64,
+}
+
+impl RocksDbStore {
+    /// Creates a fresh database in `dir` whose tables carry full Bloom filters at
+    /// `bits_per_key` (or none, for `None`).
+    pub fn create(
+        label: impl Into<String>,
+        dir: PathBuf,
+        bits_per_key: Option<f64>,
+    ) -> Result<Self, BenchError> {
+        if let Some(bpk) = bits_per_key {
+            if !(bpk.is_finite() && bpk >= 1.0) {
+                return Err(
+                    format!("rocksdb needs at least 1 filter bit per key, got {bpk}").into(),
+                );
+            }
+        }
+        let options = options(bits_per_key);
+        let db = DB::open(&options, &dir)?;
+        Ok(RocksDbStore {
+            label: label.into(),
+            dir,
+            options,
+            bits_per_key,
+            db: Some(db),
+            table_keys: Vec::new(),
+            pending_keys: 0,
+        })
+    }
+
+    fn db(&self) -> Result<&DB, BenchError> {
+        self.db
+            .as_ref()
+            .ok_or_else(|| "rocksdb store is closed".into())
+    }
+}
+
+fn options(bits_per_key: Option<f64>) -> Options {
+    let mut table = BlockBasedOptions::default();
+    if let Some(bpk) = bits_per_key {
+        // `false`: a full filter per table, not the deprecated per-block filters.
+        table.set_bloom_filter(bpk, false);
+    }
+    table.set_block_size(4096);
+    table.set_block_cache(&Cache::new_lru_cache(crate::BLOCK_CACHE_BYTES));
+
+    let mut opts = Options::default();
+    opts.create_if_missing(true);
+    opts.set_block_based_table_factory(&table);
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_disable_auto_compactions(true);
+    opts.set_level_zero_file_num_compaction_trigger(L0_TRIGGER);
+    opts.set_level_zero_slowdown_writes_trigger(L0_TRIGGER);
+    opts.set_level_zero_stop_writes_trigger(L0_TRIGGER);
+    opts.set_write_buffer_size(1 << 30);
+    opts.enable_statistics();
+    opts
+}
+
+impl BenchStore for RocksDbStore {
+    fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
+        self.db()?.put(key, value)?;
+        self.pending_keys += 1;
+        Ok(())
+    }
+
+    fn end_table(&mut self) -> Result<(), BenchError> {
+        if self.pending_keys == 0 {
+            return Ok(());
+        }
+        // `flush` waits until the memtable is written as a table.
+        self.db()?.flush()?;
+        self.table_keys.push(self.pending_keys);
+        self.pending_keys = 0;
+        Ok(())
+    }
+
+    fn reopen(&mut self) -> Result<(), BenchError> {
+        // Dropping the handle closes the database (and joins its background threads).
+        self.db = None;
+        self.db = Some(DB::open(&self.options, &self.dir)?);
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
+        // Pinned: the value stays in the block it was found in, no copy.
+        Ok(self.db()?.get_pinned(key)?.is_some())
+    }
+
+    fn counters(&self) -> StoreCounters {
+        let t = |ticker: Ticker| Some(self.options.get_ticker_count(ticker));
+        let filtered = self.bits_per_key.is_some();
+        StoreCounters {
+            table_probes: None,
+            filter_negatives: t(Ticker::BloomFilterUseful).filter(|_| filtered),
+            filter_positives: t(Ticker::BloomFilterFullPositive).filter(|_| filtered),
+            filter_true_positives: t(Ticker::BloomFilterFullTruePositive).filter(|_| filtered),
+            data_block_reads: t(Ticker::BlockCacheDataMiss),
+        }
+    }
+
+    /// Computed from RocksDB's construction rule (about `bits_per_key` bits per key in
+    /// 512-bit lines, 6 probes at 10 bits/key) and the keys written into each table;
+    /// the formula is the cache-local one (bloomkv's model of one-line-per-key filters).
+    fn filter_shape(&self) -> FilterShape {
+        let Some(bpk) = self.bits_per_key else {
+            return FilterShape::default();
+        };
+        let probes = rocksdb_probes(bpk);
+        let tables: Vec<(u64, u64)> = self
+            .table_keys
+            .iter()
+            .map(|&n| (rocksdb_filter_bits(n, bpk), n))
+            .collect();
+        if tables.is_empty() {
+            return FilterShape::default();
+        }
+        let fp_sum: f64 = tables
+            .iter()
+            .map(|&(m, n)| sizing::cache_local_false_positive_rate(m, n, probes).unwrap_or(1.0))
+            .sum();
+        FilterShape {
+            bits: tables.iter().map(|t| t.0).sum(),
+            keys: tables.iter().map(|t| t.1).sum(),
+            formula_fp: fp_sum / tables.len() as f64,
+            probes,
+        }
+    }
+
+    fn tables(&self) -> usize {
+        self.db
+            .as_ref()
+            .and_then(|db| db.live_files().ok())
+            .map(|files| files.len())
+            .unwrap_or(0)
+    }
+
+    fn drop_caches(&self) {
+        page_cache::drop_dir(&self.dir);
+    }
+}
+
+/// RocksDB's bits per key in thousandths, as its Bloom policy rounds them.
+fn millibits(bits_per_key: f64) -> u64 {
+    (bits_per_key * 1000.0 + 0.500001) as u64
+}
+
+/// RocksDB's filter size for `keys` keys (`CalculateSpace` in
+/// `table/block_based/filter_policy.cc`): `keys · millibits / 8000` bytes rounded up
+/// to whole 64-byte lines. (With `optimize_filters_for_memory` RocksDB may trim a
+/// filter a little to fit its allocation; this is the target size.)
+fn rocksdb_filter_bits(keys: u64, bits_per_key: f64) -> u64 {
+    let bytes = (keys * millibits(bits_per_key)).div_ceil(8000);
+    bytes.div_ceil(64).max(1) * 64 * 8
+}
+
+/// RocksDB's probe count for its fast local Bloom filter (`ChooseNumProbes` in
+/// `util/bloom_impl.h`).
+fn rocksdb_probes(bits_per_key: f64) -> u32 {
+    match millibits(bits_per_key) {
+        0..=2080 => 1,
+        2081..=3580 => 2,
+        3581..=5100 => 3,
+        5101..=6640 => 4,
+        6641..=8300 => 5,
+        8301..=10070 => 6,
+        10071..=11720 => 7,
+        11721..=14001 => 8,
+        14002..=16050 => 9,
+        16051..=18300 => 10,
+        18301..=22001 => 11,
+        22002..=25501 => 12,
+        m @ 25502..=50000 => ((m - 1) / 2000 - 1) as u32,
+        _ => 24,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construction_rule_at_ten_bits_per_key() {
+        assert_eq!(rocksdb_probes(10.0), 6);
+        assert_eq!(rocksdb_probes(28.0), 12);
+        assert_eq!(rocksdb_probes(28.002), 13);
+        assert_eq!(
+            rocksdb_filter_bits(100_000, 10.0),
+            125_000 / 64 * 64 * 8 + 512
+        );
+    }
+}
