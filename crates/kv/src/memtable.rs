@@ -115,6 +115,11 @@ impl Memtable {
     /// The newest entry for `key`, tombstones included (the caller decides what a
     /// tombstone means); `None` if this memtable has never seen the key.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
+        // An empty map (the usual state after a flush or a reopen) answers without
+        // pinning an epoch and walking the skip list's head.
+        if self.map.is_empty() {
+            return None;
+        }
         self.map.get(key).map(to_entry)
     }
 

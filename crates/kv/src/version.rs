@@ -76,16 +76,31 @@ impl Version {
         hash: KeyHash,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
-        // L0 ranges overlap, so every table may be asked. Start every candidate's filter
-        // load first: the cache misses overlap instead of following one another.
-        for handle in &self.levels[0] {
-            if handle.table.covers(key) {
-                handle.table.prefetch_filter(hash);
+        // L0 ranges overlap, so every table may be asked. One pass finds the tables
+        // whose range covers the key and starts loading each one's filter line; the
+        // second tests them, newest first, so the cache misses overlap instead of
+        // following one another.
+        let l0 = &self.levels[0];
+        if l0.len() <= 64 {
+            let mut candidates = 0u64;
+            for (i, handle) in l0.iter().enumerate() {
+                if handle.table.covers(key) {
+                    handle.table.prefetch_filter(hash);
+                    candidates |= 1 << i;
+                }
             }
-        }
-        for handle in &self.levels[0] {
-            if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
-                return Ok(Some(entry));
+            while candidates != 0 {
+                let i = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                if let Some(entry) = l0[i].table.probe_covered(key, hash, tally)? {
+                    return Ok(Some(entry));
+                }
+            }
+        } else {
+            for handle in l0 {
+                if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
+                    return Ok(Some(entry));
+                }
             }
         }
         for level in &self.levels[1..] {

@@ -212,10 +212,21 @@ impl Table {
         hash: KeyHash,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
-        let t = &*self.inner;
         if !self.covers(key) {
             return Ok(None);
         }
+        self.probe_covered(key, hash, tally)
+    }
+
+    /// [`get_tallied`](Self::get_tallied) for a key the caller has already found within
+    /// the table's range (`covers(key)`): the filter, then at most one data-block read.
+    pub fn probe_covered(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Entry>> {
+        let t = &*self.inner;
         tally.table_probes += 1;
         let filter_said_maybe = match &t.filter {
             None => false,
