@@ -31,7 +31,7 @@ use serde::Serialize;
 pub use chart::{render_savings_svg, render_sweep_svg};
 pub use os_io::{OsIo, OsReads};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
-pub use run::{run, run_stores, Bar, BenchArgs};
+pub use run::{check_lookups, run, run_stores, Bar, BenchArgs};
 pub use store::{BloomkvStore, FilterSetting};
 
 /// Errors the benchmark passes through from the store under test.

@@ -32,6 +32,7 @@
 //! | `fs.rs` | the one file layer (positioned, counted reads; fault injection) |
 //! | `stats.rs` | the read path's counters |
 
+mod coding;
 mod db;
 mod error;
 pub mod filename;

@@ -24,8 +24,6 @@ mod page_cache;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_store;
 
-use bloomkv::bench::{BenchError, Phase, Row};
-
 pub use fjall_store::FjallStore;
 pub use labeled::Labeled;
 #[cfg(feature = "rocksdb")]
@@ -34,24 +32,4 @@ pub use rocksdb_store::RocksDbStore;
 /// Block cache given to every peer that has one: 8 MiB.
 pub const BLOCK_CACHE_BYTES: usize = 8 << 20;
 
-/// A present key not found, or an absent key found, is an error: the one thing a
-/// filter must never cause, and a sign that a store was set up wrong.
-pub fn check_lookups(rows: &[Row]) -> Result<(), BenchError> {
-    for r in rows {
-        let want = match r.phase {
-            Phase::Absent => 0,
-            Phase::Present => r.lookups,
-        };
-        if r.found != want {
-            return Err(format!(
-                "{} {}: found {} of {} lookups, expected {want}",
-                r.filter,
-                r.phase.name(),
-                r.found,
-                r.lookups
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
+pub use bloomkv::bench::check_lookups;

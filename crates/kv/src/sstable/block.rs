@@ -35,8 +35,8 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::block_builder::common_prefix;
-use super::coding::{get_varint, get_varint_usize, u32_at};
 use super::Malformed;
+use crate::coding::{get_varint, get_varint_usize, u32_at};
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// A decoded view of one data block whose restart array has been validated.

@@ -2,7 +2,7 @@
 //!
 //! See [`super::block`] for the layout. Call order: `(add* finish reset)*`.
 
-use super::coding::put_varint;
+use crate::coding::put_varint;
 use crate::types::{SeqNo, ValueKind};
 
 /// Accumulates the entries of one data block in their encoded form.

@@ -18,9 +18,9 @@
 //! A handle's `size` excludes the block's 5-byte trailer; every block it names must end
 //! (trailer included) before the footer starts.
 
-use super::coding::{get_varint, put_varint, u32_at, u64_at};
 use super::trailer::BLOCK_TRAILER_SIZE;
 use super::Malformed;
+use crate::coding::{get_varint, put_varint, u32_at, u64_at};
 
 /// Bytes of the footer.
 pub(crate) const FOOTER_SIZE: usize = 64;

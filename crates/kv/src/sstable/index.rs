@@ -25,9 +25,9 @@
 
 use std::ops::Range;
 
-use super::coding::{get_varint_usize, put_varint, u32_at};
 use super::footer::BlockHandle;
 use super::Malformed;
+use crate::coding::{get_varint_usize, put_varint, u32_at};
 
 /// Accumulates index entries while a table is written.
 #[derive(Debug, Default)]

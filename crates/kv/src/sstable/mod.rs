@@ -71,7 +71,6 @@
 pub mod block;
 mod block_builder;
 mod builder;
-mod coding;
 mod file;
 mod footer;
 mod index;

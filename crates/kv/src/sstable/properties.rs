@@ -23,8 +23,8 @@
 
 use bytes::Bytes;
 
-use super::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use super::Malformed;
+use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
 
 /// What a table says about itself.
