@@ -245,10 +245,11 @@ impl Db {
             maint.last_sequence = last_seq;
         }
 
-        // A fresh WAL for the new memtable, then a manifest that retires the old ones.
+        // A manifest that retires the old WALs, then the fresh WAL it names. In this
+        // order, a crash or error in between leaves no WAL newer than one with a torn
+        // tail, and no WAL without a manifest (either would refuse the next open); a
+        // named WAL that does not exist yet simply holds no writes.
         let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
-        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
-        fs.sync_dir(&dir)?;
         let next = next_file_number.load(Ordering::Relaxed);
         write_state(
             &fs,
@@ -258,6 +259,8 @@ impl Db {
             next,
             maint.last_sequence,
         )?;
+        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+        fs.sync_dir(&dir)?;
         let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
         remove_obsolete(&fs, &dir, &live, wal_number);
 
