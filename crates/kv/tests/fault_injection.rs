@@ -55,7 +55,7 @@ fn key(i: u32) -> Key {
 fn workload() -> Vec<Step> {
     let mut rng = StdRng::seed_from_u64(5);
     let mut steps = Vec::new();
-    let mut writes = |steps: &mut Vec<Step>, n: usize, rng: &mut StdRng| {
+    let writes = |steps: &mut Vec<Step>, n: usize, rng: &mut StdRng| {
         for _ in 0..n {
             let len = rng.gen_range(1..4);
             let ops: Vec<(Key, Value)> = (0..len)
@@ -372,12 +372,12 @@ fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tall
     tally.call_errors += out.errors;
     match fault {
         Fault::PowerLoss => {
-            let data = if at % 2 == 0 {
+            let data = if at.is_multiple_of(2) {
                 UnsyncedData::Lose
             } else {
                 UnsyncedData::KeepPrefix(at)
             };
-            let dir_ops = if at % 3 == 0 {
+            let dir_ops = if at.is_multiple_of(3) {
                 DirOps::Keep
             } else {
                 DirOps::Lose
