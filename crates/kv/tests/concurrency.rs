@@ -217,7 +217,7 @@ fn readers_writers_flushes_and_compactions_agree_with_a_model() {
                         assert!(round >= *last, "{k}: read round {round} after {last}");
                         *last = round;
                     }
-                    if n % 200 == 0 {
+                    if n.is_multiple_of(200) {
                         let mut prev: Option<Vec<u8>> = None;
                         for item in db.scan::<&str, _>(..) {
                             let (k, v) = item.unwrap();
@@ -325,7 +325,7 @@ fn soak_of_millions_of_operations_keeps_memory_bounded() {
                 }
             }
         }
-        if step % 100_000 == 0 {
+        if step.is_multiple_of(100_000) {
             if let Some(rss) = rss_kib() {
                 samples.push(rss);
             }
