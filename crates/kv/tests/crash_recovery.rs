@@ -238,12 +238,12 @@ fn crash_loop(kills: usize, sync: bool) -> usize {
 
 #[test]
 fn acknowledged_synced_writes_survive_sigkill() {
-    crash_loop(8, true);
+    crash_loop(16, true);
 }
 
 #[test]
 fn unsynced_writes_survive_a_process_crash_as_a_prefix() {
-    crash_loop(6, false);
+    crash_loop(12, false);
 }
 
 #[test]
