@@ -438,8 +438,11 @@ impl Inner {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set_view(&self, view: View) {
-        *self.view.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(view);
+    /// Replaces the view with `next(current)`, atomically: a flush or compaction
+    /// installing its version at the same moment is not undone.
+    fn update_view(&self, next: impl FnOnce(&View) -> View) {
+        let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
+        *slot = Arc::new(next(&slot));
     }
 
     fn check_bg_error(&self) -> Result<()> {
@@ -543,14 +546,18 @@ impl Inner {
             }
         };
         w.wal = WalWriter::new(file);
-        let view = self.current();
-        let mut imm = view.imm.clone();
-        imm.push((view.mem.clone(), view.mem_wal));
-        self.set_view(View {
-            mem: Arc::new(Memtable::new()),
-            mem_wal: number,
-            imm,
-            version: view.version.clone(),
+        // Read and replace the view under one lock: with a separate read, a version
+        // installed in between by the background thread would be overwritten by the
+        // older one, and the next install would drop (and delete) its tables.
+        self.update_view(|view| {
+            let mut imm = view.imm.clone();
+            imm.push((view.mem.clone(), view.mem_wal));
+            View {
+                mem: Arc::new(Memtable::new()),
+                mem_wal: number,
+                imm,
+                version: view.version.clone(),
+            }
         });
         Ok(())
     }
