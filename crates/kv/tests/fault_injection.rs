@@ -98,8 +98,13 @@ fn workload() -> Vec<Step> {
     steps
 }
 
+std::thread_local! {
+    /// Whether this thread's runs let the store flush and compact on its own.
+    static BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 fn options(fs: &FaultFileSystem, sync_writes: bool) -> Options {
-    Options {
+    let deterministic = Options {
         sync_writes,
         // Large enough that only the workload's own flushes write tables, so the
         // sequence of file operations is the same on every run.
@@ -108,6 +113,20 @@ fn options(fs: &FaultFileSystem, sync_writes: bool) -> Options {
         block_size: 512,
         file_system: Arc::new(fs.clone()),
         ..Options::default()
+    };
+    if BACKGROUND.with(|b| b.get()) {
+        // Small memtables and an eager compaction trigger: the background thread
+        // flushes and compacts on its own, at moments no run repeats exactly.
+        Options {
+            memtable_size: 4 * 1024,
+            disable_auto_compaction: false,
+            l0_compaction_trigger: 2,
+            level1_max_bytes: 16 * 1024,
+            target_file_size: 8 * 1024,
+            ..deterministic
+        }
+    } else {
+        deterministic
     }
 }
 
@@ -498,4 +517,48 @@ fn power_loss_at_every_point_loses_no_synced_write() {
 #[ignore = "full sweep: minutes; run with --release -- --ignored"]
 fn power_loss_without_sync_at_every_point_recovers_a_prefix() {
     sweep(false, Fault::PowerLoss, 1);
+}
+
+/// Faults at random points while the background thread flushes and compacts on its
+/// own: the operation numbers differ from run to run, so points are drawn at random.
+fn background_faults(runs: u64) {
+    BACKGROUND.with(|b| b.set(true));
+    let steps = workload();
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut fired = 0;
+    for run_no in 0..runs {
+        let fault = [Fault::Error, Fault::ShortWrite, Fault::PowerLoss][run_no as usize % 3];
+        // About 3,700 operations per run, 1,150 of them appends.
+        let at = if fault == Fault::ShortWrite {
+            rng.gen_range(1..1150)
+        } else {
+            rng.gen_range(1..3700)
+        };
+        let (mem, fs) = fresh();
+        let kinds: &[OpKind] = if fault == Fault::ShortWrite {
+            &[OpKind::Append]
+        } else {
+            &[]
+        };
+        fs.set_plan(FaultPlan::nth(at, kinds, fault));
+        let out = run(&fs, &steps, true);
+        let when = format!("background run {run_no}: {fault:?} at operation {at}");
+        fired += fs.fired() as u32;
+        if fault == Fault::PowerLoss {
+            mem.power_loss(UnsyncedData::KeepPrefix(at), DirOps::Lose);
+        }
+        verify(&mem, &out, true, &when);
+    }
+    eprintln!("background faults: {runs} runs, {fired} faults fired; 0 wrong answers");
+}
+
+#[test]
+fn faults_during_background_flushes_and_compactions_lose_no_synced_write() {
+    background_faults(60);
+}
+
+#[test]
+#[ignore = "a few minutes; run with --release -- --ignored"]
+fn faults_during_background_work_many_runs() {
+    background_faults(2000);
 }
