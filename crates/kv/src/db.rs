@@ -245,10 +245,11 @@ impl Db {
             maint.last_sequence = last_seq;
         }
 
-        // A fresh WAL for the new memtable, then a manifest that retires the old ones.
+        // A manifest that retires the old WALs, then the fresh WAL it names. In this
+        // order, a crash or error in between leaves no WAL newer than one with a torn
+        // tail, and no WAL without a manifest (either would refuse the next open); a
+        // named WAL that does not exist yet simply holds no writes.
         let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
-        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
-        fs.sync_dir(&dir)?;
         let next = next_file_number.load(Ordering::Relaxed);
         write_state(
             &fs,
@@ -258,6 +259,8 @@ impl Db {
             next,
             maint.last_sequence,
         )?;
+        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+        fs.sync_dir(&dir)?;
         let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
         remove_obsolete(&fs, &dir, &live, wal_number);
 
@@ -435,8 +438,11 @@ impl Inner {
         self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set_view(&self, view: View) {
-        *self.view.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(view);
+    /// Replaces the view with `next(current)`, atomically: a flush or compaction
+    /// installing its version at the same moment is not undone.
+    fn update_view(&self, next: impl FnOnce(&View) -> View) {
+        let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
+        *slot = Arc::new(next(&slot));
     }
 
     fn check_bg_error(&self) -> Result<()> {
@@ -540,14 +546,18 @@ impl Inner {
             }
         };
         w.wal = WalWriter::new(file);
-        let view = self.current();
-        let mut imm = view.imm.clone();
-        imm.push((view.mem.clone(), view.mem_wal));
-        self.set_view(View {
-            mem: Arc::new(Memtable::new()),
-            mem_wal: number,
-            imm,
-            version: view.version.clone(),
+        // Read and replace the view under one lock: with a separate read, a version
+        // installed in between by the background thread would be overwritten by the
+        // older one, and the next install would drop (and delete) its tables.
+        self.update_view(|view| {
+            let mut imm = view.imm.clone();
+            imm.push((view.mem.clone(), view.mem_wal));
+            View {
+                mem: Arc::new(Memtable::new()),
+                mem_wal: number,
+                imm,
+                version: view.version.clone(),
+            }
         });
         Ok(())
     }

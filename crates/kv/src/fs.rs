@@ -4,6 +4,11 @@
 //! [`OsFileSystem`], maps each call onto the operating system; tests wrap it to inject
 //! faults (fail the Nth operation, short writes, lose everything after the last fsync).
 //!
+//! Two more file systems live beside it, for tests and for users who test their own
+//! code against the store: [`mem::MemFileSystem`] keeps files in memory and knows what
+//! a power failure would keep; [`fault::FaultFileSystem`] wraps any file system,
+//! numbers its operations and fails the one a test chooses.
+//!
 //! Reads of table files are positioned reads (`pread`): one call is one read syscall,
 //! which is what lets the store's `data_block_reads` be checked against the kernel's
 //! own count in `/proc/self/io`.
@@ -14,6 +19,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+pub mod fault;
+pub mod mem;
 
 /// A file opened for appending: the WAL, a table or manifest being written.
 pub trait WritableFile: Send {

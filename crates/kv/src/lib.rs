@@ -29,7 +29,7 @@
 //! | `version.rs` | the set of live tables per level, and the per-level lookup |
 //! | `merge.rs` | merging sorted runs, newest version wins (scan, compaction) |
 //! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
-//! | `fs.rs` | the one file layer (positioned, counted reads; fault injection) |
+//! | `fs.rs`, `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
 
 mod coding;

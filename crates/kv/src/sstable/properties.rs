@@ -19,13 +19,24 @@
 //! ```
 //!
 //! `data_size` counts the data blocks' bytes including their trailers. The block must
-//! be consumed exactly; trailing bytes are corruption.
+//! be consumed exactly; trailing bytes are corruption. The counts must fit the bytes:
+//! a data block costs at least [`MIN_DATA_BLOCK_LEN`] bytes and an entry at least
+//! [`MIN_ENTRY_LEN`], so a table cannot claim more of either than `data_size` holds
+//! (the reader also checks `data_size` against where the metadata starts).
 
 use bytes::Bytes;
 
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
+
+/// The smallest encoded entry: shared, unshared and value lengths, seq (one-byte
+/// varints each) and the kind byte.
+pub(crate) const MIN_ENTRY_LEN: u64 = 5;
+
+/// The smallest data block on disk: one entry, one restart offset, the restart
+/// count, and the 5-byte trailer.
+pub(crate) const MIN_DATA_BLOCK_LEN: u64 = MIN_ENTRY_LEN + 4 + 4 + 5;
 
 /// What a table says about itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +157,10 @@ impl TableProperties {
             "more deletions than entries"
         } else if self.data_blocks > self.entries {
             "more data blocks than entries"
+        } else if self.entries > self.data_size / MIN_ENTRY_LEN {
+            "more entries than data_size bytes can hold"
+        } else if self.data_blocks > self.data_size / MIN_DATA_BLOCK_LEN {
+            "more data blocks than data_size bytes can hold"
         } else if !(self.bits_per_key.is_finite() && self.bits_per_key >= 0.0) {
             "bits_per_key is not a finite non-negative number"
         } else {

@@ -117,6 +117,16 @@ impl Table {
             .map_err(|m| file.corruption(BlockKind::Properties, props_handle.offset, m))?;
         let index = IndexBlock::decode(block(footer.index, BlockKind::Index)?.to_vec(), meta_start)
             .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
+        if properties.data_size != meta_start {
+            return Err(file.corruption(
+                BlockKind::Properties,
+                props_handle.offset,
+                Malformed(format!(
+                    "data_size {} disagrees with the data blocks' end at {meta_start}",
+                    properties.data_size
+                )),
+            ));
+        }
         if index.len() as u64 != properties.data_blocks {
             return Err(file.corruption(
                 BlockKind::Index,
