@@ -275,6 +275,11 @@ pub(crate) fn standard_prefetch(words: &[u64], num_bits: u64, hash: KeyHash) {
 }
 
 /// A cache hint: load the line holding `r`. It never faults and changes no state.
+///
+/// Measured with `cargo bench --bench store` (absent-key get, ten overlapping tables,
+/// three interleaved runs each): 424–441 ns with this prefetch, 440–552 ns with a plain
+/// load instead, 495–616 ns with neither. The intrinsic is the one `unsafe` in the
+/// filter crate.
 #[inline(always)]
 fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
