@@ -51,6 +51,23 @@ pub struct FilterShape {
     pub probes: u32,
 }
 
+impl FilterShape {
+    /// The shape of several tables' filters, given each table's `(bits, keys)`: totals,
+    /// and the rate `fp(bits, keys)` averaged over tables (every absent lookup probes
+    /// every table). Empty `tables` give the default (no filter).
+    pub fn from_tables(tables: &[(u64, u64)], probes: u32, fp: impl Fn(u64, u64) -> f64) -> Self {
+        if tables.is_empty() {
+            return FilterShape::default();
+        }
+        FilterShape {
+            bits: tables.iter().map(|t| t.0).sum(),
+            keys: tables.iter().map(|t| t.1).sum(),
+            formula_fp: tables.iter().map(|&(m, n)| fp(m, n)).sum::<f64>() / tables.len() as f64,
+            probes,
+        }
+    }
+}
+
 /// Counters a store keeps about its read path. `None` where a store does not count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct StoreCounters {

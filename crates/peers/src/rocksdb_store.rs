@@ -158,19 +158,9 @@ impl BenchStore for RocksDbStore {
             .iter()
             .map(|&n| (rocksdb_filter_bits(n, bpk), n))
             .collect();
-        if tables.is_empty() {
-            return FilterShape::default();
-        }
-        let fp_sum: f64 = tables
-            .iter()
-            .map(|&(m, n)| sizing::cache_local_false_positive_rate(m, n, probes).unwrap_or(1.0))
-            .sum();
-        FilterShape {
-            bits: tables.iter().map(|t| t.0).sum(),
-            keys: tables.iter().map(|t| t.1).sum(),
-            formula_fp: fp_sum / tables.len() as f64,
-            probes,
-        }
+        FilterShape::from_tables(&tables, probes, |m, n| {
+            sizing::cache_local_false_positive_rate(m, n, probes).unwrap_or(1.0)
+        })
     }
 
     fn tables(&self) -> usize {
