@@ -337,8 +337,9 @@ fn print_sweep(bits: &[SweepPoint], probes: &[SweepPoint]) -> String {
     out
 }
 
-/// Runs `bench` over the already-loaded stores of a store under test; shared helper
-/// for peers that bring their own [`BenchStore`].
+/// Runs the whole workload (load, reopen, both phases) on each of `stores` in turn and
+/// fills `reads_avoided_pct` against the rows labelled `baseline`: how a program that
+/// brings its own [`BenchStore`]s (bloomkv-peers) gets rows comparable to `bench`'s.
 pub fn run_stores(
     stores: &mut [Box<dyn BenchStore>],
     w: &Workload,
