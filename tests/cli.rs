@@ -92,6 +92,19 @@ fn tools_refuse_a_directory_without_a_store() {
 }
 
 #[test]
+fn get_on_an_empty_directory_does_not_create_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = bloomkv(&["get", dir.path().to_str().unwrap(), "k"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("holds no bloomkv store"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("MANIFEST").exists());
+}
+
+#[test]
 fn inspect_shows_levels_tables_and_filters() {
     let dir = tempfile::tempdir().unwrap();
     small_store(dir.path());

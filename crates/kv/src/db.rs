@@ -156,6 +156,12 @@ impl Db {
         let state = manifest::read_manifest(fs.as_ref(), &dir)?;
         let state = match state {
             Some(s) => s,
+            None if !options.create_if_missing => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} holds no bloomkv store and create_if_missing is false",
+                    dir.display()
+                )));
+            }
             None => {
                 if let Some(stray) = names.iter().find(|n| {
                     matches!(
