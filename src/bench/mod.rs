@@ -151,6 +151,24 @@ impl Default for Workload {
     }
 }
 
+impl std::fmt::Display for Workload {
+    /// One line describing the workload, as the benchmark programs print it first.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping tables, \
+             {} absent + {} present lookups, {} bits/key{}",
+            self.keys,
+            self.value_size,
+            self.tables,
+            self.lookups,
+            self.lookups,
+            self.bits_per_key,
+            if self.cold { ", cold page cache" } else { "" }
+        )
+    }
+}
+
 /// The lookup phases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -134,18 +134,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
     let bar = Bar::new();
-    println!(
-        "bloomkv disk-I/O savings: {} keys ({}-byte keys, {}-byte values) in {} overlapping tables, \
-         {} absent + {} present lookups, {} bits/key{}",
-        w.keys,
-        super::KEY_LEN,
-        w.value_size,
-        w.tables,
-        w.lookups,
-        w.lookups,
-        w.bits_per_key,
-        if w.cold { ", cold page cache" } else { "" }
-    );
+    println!("bloomkv disk-I/O savings: {w}");
     let started = Instant::now();
     let mut rows = Vec::new();
     for setting in FilterSetting::ALL {

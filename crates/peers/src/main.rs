@@ -11,7 +11,6 @@ use std::time::Instant;
 use bloomkv::bench::{
     compare_to_baseline, print_table, render_savings_svg, run_stores, BenchArgs, BenchError,
     BenchStore, BloomkvStore, FilterSetting, Machine, Phase, Report, Row, WorkDir, Workload,
-    KEY_LEN,
 };
 use bloomkv_peers::{check_lookups, fjall_store, FjallStore, Labeled};
 use clap::Parser;
@@ -113,17 +112,7 @@ fn run(args: &BenchArgs) -> Result<(), BenchError> {
     }
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
-    println!(
-        "bloomkv and peers: {} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping \
-         tables, {} absent + {} present lookups, {} bits/key, 8 MiB block cache for peers{}",
-        w.keys,
-        w.value_size,
-        w.tables,
-        w.lookups,
-        w.lookups,
-        w.bits_per_key,
-        if w.cold { ", cold page cache" } else { "" }
-    );
+    println!("bloomkv and peers: {w}, 8 MiB block cache for peers");
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut tables = Vec::new();
