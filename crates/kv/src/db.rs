@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bloomkv_filter::{FilterPolicy, KeyHash};
 use bytes::Bytes;
@@ -36,9 +36,9 @@ use crate::inspect::TableInfo;
 use crate::manifest::{self, ManifestState, TableMeta};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
-use crate::options::{Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+use crate::options::{Options, NUM_LEVELS};
 use crate::sstable::{Table, TableBuilder, TableOptions};
-use crate::stats::{bump, Counters, DbStats, ReadTally};
+use crate::stats::{add, bump, Counters, DbStats, ReadTally};
 use crate::types::{Entry, SeqNo, ValueKind};
 use crate::version::{TableHandle, Version};
 use crate::wal::{self, WalWriter};
@@ -105,9 +105,15 @@ struct Inner {
     counters: Arc<Counters>,
     next_file_number: AtomicU64,
     view: RwLock<Arc<View>>,
+    /// The last sequence number of the newest write batch that is completely in the
+    /// memtable. Readers see writes up to it and no further, so a batch becomes visible
+    /// all at once; published (release) by the writer after the batch is applied.
+    visible_seq: AtomicU64,
     writer: Mutex<Writer>,
-    /// Signalled (with `writer` locked briefly) when an immutable memtable is flushed.
-    flushed: Condvar,
+    /// Signalled (with `writer` locked briefly, so a writer that checked the view and
+    /// is about to wait cannot miss it) after every flush, compaction or background
+    /// failure: what a stalled writer waits for.
+    progress: Condvar,
     maint: Mutex<Maint>,
     signal: Mutex<Signal>,
     wake: Condvar,
@@ -286,7 +292,8 @@ impl Db {
                 wal: WalWriter::new(wal_file),
                 next_seq: last_seq + 1,
             }),
-            flushed: Condvar::new(),
+            visible_seq: AtomicU64::new(last_seq),
+            progress: Condvar::new(),
             maint: Mutex::new(maint),
             signal: Mutex::new(Signal::default()),
             wake: Condvar::new(),
@@ -322,11 +329,16 @@ impl Db {
     }
 
     /// Applies every operation of `batch`, or none of them, also across a crash: the
-    /// batch is one WAL record. Keys may be empty; keys over 64 KiB and values over
-    /// 64 MiB are `InvalidArgument`.
+    /// batch is one WAL record. Concurrent readers see the whole batch or none of it.
     ///
-    /// Concurrent readers may see a batch's operations appear one by one while it is
-    /// being applied; a crash never leaves part of a batch.
+    /// Keys may be empty. A key over [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) (64 KiB), a
+    /// value over [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) (64 MiB) or a batch over
+    /// [`MAX_BATCH_LEN`](crate::MAX_BATCH_LEN) (256 MiB encoded) is `InvalidArgument`:
+    /// that write is refused and the store goes on taking writes. Only a failed append
+    /// or sync of the log stops the store's writes (until it is reopened).
+    ///
+    /// Under sustained load a write may wait for background work: see
+    /// [`Options::level0_slowdown_writes_trigger`] and `DbStats::write_stalls`.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.inner.write(batch)
     }
@@ -451,6 +463,14 @@ impl Inner {
         *slot = Arc::new(next(&slot));
     }
 
+    /// Wakes writers waiting for a flush or compaction. The writer lock is taken (and
+    /// dropped) first: a writer checks the view and starts waiting under that lock, so
+    /// it is either already waiting or will see the new view.
+    fn notify_progress(&self) {
+        drop(lock(&self.writer));
+        self.progress.notify_all();
+    }
+
     fn check_bg_error(&self) -> Result<()> {
         match lock(&self.bg_error).as_ref() {
             Some(e) => Err(Error::Closed(format!("writes stopped after an error: {e}"))),
@@ -459,9 +479,14 @@ impl Inner {
     }
 
     fn set_bg_error(&self, e: &Error) {
+        self.set_bg_error_message(e.to_string());
+    }
+
+    /// Records the first background failure; writes are refused from now on.
+    fn set_bg_error_message(&self, message: String) {
         let mut slot = lock(&self.bg_error);
         if slot.is_none() {
-            *slot = Some(e.to_string());
+            *slot = Some(message);
         }
     }
 
@@ -469,26 +494,15 @@ impl Inner {
         if batch.is_empty() {
             return Ok(());
         }
+        // Every argument is checked before the log is touched: a bad write is refused
+        // alone and the store goes on taking writes.
+        batch.check_limits()?;
         let mut w = lock(&self.writer);
         self.check_bg_error()?;
         w = self.make_room(w)?;
         let seq = w.next_seq;
         let payload = batch.into_payload(seq)?;
         let decoded = write_batch::decode(&payload, Path::new("(write batch)"))?;
-        for op in &decoded.ops {
-            if op.key.len() > MAX_KEY_LEN {
-                return Err(Error::InvalidArgument(format!(
-                    "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
-                    op.key.len()
-                )));
-            }
-            if op.value.len() > MAX_VALUE_LEN {
-                return Err(Error::InvalidArgument(format!(
-                    "value of {} bytes exceeds the {MAX_VALUE_LEN}-byte limit",
-                    op.value.len()
-                )));
-            }
-        }
         // A failed append may leave half a record; appending after it would turn a torn
         // tail into corruption in the middle, so the store stops taking writes.
         let logged = w.wal.add_record(&payload).and_then(|()| {
@@ -499,7 +513,9 @@ impl Inner {
             }
         });
         if let Err(e) = logged {
-            self.set_bg_error(&e);
+            if !matches!(e, Error::InvalidArgument(_)) {
+                self.set_bg_error(&e);
+            }
             return Err(e);
         }
         let mem = self.current().mem.clone();
@@ -508,30 +524,70 @@ impl Inner {
             mem.apply(e.seq, e.kind, e.key, e.value);
         }
         w.next_seq = seq + n;
+        // The whole batch is in the memtable: make it visible at once.
+        self.visible_seq.store(seq + n - 1, Ordering::Release);
         Ok(())
     }
 
-    /// Freezes a full memtable, stalling while too many frozen ones wait for flush.
+    /// Makes room for a write, applying backpressure (LevelDB's and RocksDB's rules):
+    ///
+    /// - L0 at `level0_slowdown_writes_trigger` tables: the write first yields up to
+    ///   1 ms to compaction (once per write), spreading a stall over many writes;
+    /// - memtable full and `max_immutable_memtables` frozen ones waiting for flush, or
+    ///   L0 at `level0_stop_writes_trigger`: the writer waits until background work
+    ///   makes progress (a condition variable, signalled after every flush and
+    ///   compaction), so L0 stays bounded by the stop trigger plus the frozen memtables;
+    /// - memtable full otherwise: it is frozen and a fresh one takes the write.
+    ///
+    /// The L0 triggers apply only while auto compaction runs: with it off nothing
+    /// would ever lower L0, and a stop would be forever.
     fn make_room<'a>(&'a self, mut w: MutexGuard<'a, Writer>) -> Result<MutexGuard<'a, Writer>> {
-        loop {
+        let mut slowed = false;
+        let mut stalled_since = None;
+        let result = loop {
             let view = self.current();
-            if view.mem.approximate_size() < self.options.memtable_size {
-                return Ok(w);
-            }
-            if view.imm.len() >= self.options.max_immutable_memtables {
+            let l0 = if self.options.disable_auto_compaction {
+                0
+            } else {
+                view.version.levels[0].len()
+            };
+            if !slowed && l0 >= self.options.level0_slowdown_writes_trigger {
+                slowed = true;
+                stalled_since.get_or_insert_with(Instant::now);
                 self.schedule();
                 w = self
-                    .flushed
-                    .wait_timeout(w, Duration::from_millis(50))
+                    .progress
+                    .wait_timeout(w, Duration::from_millis(1))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
-                self.check_bg_error()?;
                 continue;
             }
-            self.freeze(&mut w)?;
-            self.schedule();
-            return Ok(w);
+            if view.mem.approximate_size() < self.options.memtable_size {
+                break Ok(());
+            }
+            if view.imm.len() >= self.options.max_immutable_memtables
+                || l0 >= self.options.level0_stop_writes_trigger
+            {
+                stalled_since.get_or_insert_with(Instant::now);
+                self.schedule();
+                w = self.progress.wait(w).unwrap_or_else(|p| p.into_inner());
+                if let Err(e) = self.check_bg_error() {
+                    break Err(e);
+                }
+                continue;
+            }
+            break self.freeze(&mut w).map(|()| {
+                self.schedule();
+            });
+        };
+        if let Some(since) = stalled_since {
+            bump(&self.counters.write_stalls);
+            add(
+                &self.counters.write_stall_micros,
+                since.elapsed().as_micros() as u64,
+            );
         }
+        result.map(|()| w)
     }
 
     /// Makes the memtable immutable and starts a new one backed by a new WAL.
@@ -570,11 +626,17 @@ impl Inner {
 
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         bump(&self.counters.gets);
+        // The view first, then the sequence number: every table in the view was
+        // flushed from writes at or below it, so memtables and tables agree on one
+        // point in time.
         let view = self.current();
-        let in_memory = view
-            .mem
-            .get(key)
-            .or_else(|| view.imm.iter().rev().find_map(|(mem, _)| mem.get(key)));
+        let read_seq = self.visible_seq.load(Ordering::Acquire);
+        let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
+            view.imm
+                .iter()
+                .rev()
+                .find_map(|(mem, _)| mem.get_at(key, read_seq))
+        });
         if let Some(entry) = in_memory {
             bump(&self.counters.memtable_hits);
             return Ok(live_value(entry));
@@ -589,12 +651,14 @@ impl Inner {
 
     fn scan(&self, start: Bound<Bytes>, end: Bound<Bytes>) -> ScanIter {
         let view = self.current();
+        let read_seq = self.visible_seq.load(Ordering::Acquire);
         let mut sources: Vec<Source> = Vec::new();
         let bounds = (start.clone(), end.clone());
         let mems = std::iter::once(&view.mem).chain(view.imm.iter().map(|(m, _)| m));
         for mem in mems {
             sources.push(Box::new(
-                mem.owned_range(bounds.0.clone(), bounds.1.clone()).map(Ok),
+                mem.owned_range(bounds.0.clone(), bounds.1.clone(), read_seq)
+                    .map(Ok),
             ));
         }
         for (_, handle) in view.version.tables() {
@@ -642,9 +706,7 @@ impl Inner {
         self.install(maint, version, live_wal, |current| {
             current.imm.iter().skip(1).cloned().collect()
         })?;
-        let w = lock(&self.writer);
-        drop(w);
-        self.flushed.notify_all();
+        self.notify_progress();
         Ok(true)
     }
 
@@ -737,7 +799,9 @@ impl Inner {
         let next = version.apply(&removed, added);
         self.install(maint, next, view.mem_wal_min(), |current| {
             current.imm.clone()
-        })
+        })?;
+        self.notify_progress();
+        Ok(())
     }
 
     fn compact_all(&self, maint: &mut Maint) -> Result<()> {
@@ -750,17 +814,26 @@ impl Inner {
         self.compact(maint, inputs, output_level)
     }
 
-    /// Picks the most urgent size-triggered compaction, if any.
-    fn pick_compaction(&self, maint: &mut Maint) -> Option<(Vec<Arc<TableHandle>>, usize)> {
+    /// Every L0 table and the L1 tables they overlap, once L0 reaches its trigger.
+    fn pick_l0_compaction(&self) -> Option<(Vec<Arc<TableHandle>>, usize)> {
         let version = self.current().version.clone();
         let l0 = &version.levels[0];
-        if l0.len() >= self.options.l0_compaction_trigger {
-            let smallest = l0.iter().map(|t| t.smallest()).min()?;
-            let largest = l0.iter().map(|t| t.largest()).max()?;
-            let mut inputs = l0.clone();
-            inputs.extend(version.overlapping(1, smallest, largest));
-            return Some((inputs, 1));
+        if l0.len() < self.options.l0_compaction_trigger {
+            return None;
         }
+        let smallest = l0.iter().map(|t| t.smallest()).min()?;
+        let largest = l0.iter().map(|t| t.largest()).max()?;
+        let mut inputs = l0.clone();
+        inputs.extend(version.overlapping(1, smallest, largest));
+        Some((inputs, 1))
+    }
+
+    /// Picks the most urgent size-triggered compaction, if any.
+    fn pick_compaction(&self, maint: &mut Maint) -> Option<(Vec<Arc<TableHandle>>, usize)> {
+        if let Some(pick) = self.pick_l0_compaction() {
+            return Some(pick);
+        }
+        let version = self.current().version.clone();
         for level in 1..NUM_LEVELS - 1 {
             if version.level_bytes(level) <= self.options.max_bytes_for_level(level) {
                 continue;
@@ -800,10 +873,22 @@ impl Inner {
             if lock(&self.bg_error).is_some() {
                 continue;
             }
-            if let Err(e) = self.background_work() {
-                self.set_bg_error(&e);
-                self.flushed.notify_all();
+            // A panic in background work must not leave writers waiting for progress
+            // that will never come: it becomes the store's background error.
+            let outcome =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.background_work()));
+            let failure = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(panic) => Some(format!(
+                    "background thread panicked: {}",
+                    panic_message(panic.as_ref())
+                )),
+            };
+            if let Some(message) = failure {
+                self.set_bg_error_message(message);
             }
+            self.notify_progress();
         }
     }
 
@@ -813,6 +898,14 @@ impl Inner {
         loop {
             if lock(&self.signal).shutdown {
                 return Ok(());
+            }
+            // L0 over its trigger is compacted before the next flush: with flushes
+            // first, a fast writer keeps the thread flushing and L0 grows without bound.
+            if !self.options.disable_auto_compaction {
+                if let Some((inputs, level)) = self.pick_l0_compaction() {
+                    self.compact(&mut maint, inputs, level)?;
+                    continue;
+                }
             }
             if self.flush_oldest(&mut maint)? {
                 continue;
@@ -866,6 +959,17 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
             self.written += (e.key.len() + e.value.len() + 16) as u64;
         }
         Some(item)
+    }
+}
+
+/// The text of a caught panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
     }
 }
 

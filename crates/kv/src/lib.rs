@@ -52,7 +52,7 @@ pub mod write_batch;
 pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
 pub use inspect::{inspect, verify, Problem, StoreInfo, TableInfo, VerifyReport};
-pub use options::{FilterKind, Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+pub use options::{FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 pub use stats::{Counters, DbStats, ReadTally};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

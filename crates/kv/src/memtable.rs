@@ -14,53 +14,117 @@
 //! half-made one. It keeps keys sorted, which flush and scans need, at `O(log n)` per
 //! operation. A `RwLock<BTreeMap>` would make readers wait behind each insert.
 //!
-//! # Only the newest version
+//! # A key's versions, newest first, and a key is never unlinked
 //!
-//! The store has no snapshots: nothing ever asks for a key as of an older sequence
-//! number. So the memtable keeps one entry per user key, the one with the highest
-//! sequence number; a newer write replaces the older entry, and a delete is stored as
-//! a [`ValueKind::Delete`] entry (a tombstone, which must reach the tables to hide older
-//! versions there). An entry is replaced only by one with an equal or higher sequence
-//! number, so applying writes out of order, or replaying a log twice, still leaves the
-//! newest version.
+//! Each user key has one skip-list node for the memtable's whole life. Its value is a
+//! slot pointing at the key's newest version; each version points at the one it
+//! replaced. An overwrite builds the new version and swaps the slot's pointer in one
+//! atomic store ([`arc_swap::ArcSwap`]): a reader holding the old pointer still reads a
+//! complete chain, a reader after the store sees the new head. No step of an overwrite
+//! removes the key from the list, so a concurrent `get` or scan can never miss it and
+//! fall through to an older memtable or table (removing and re-inserting a node, as a
+//! replace-in-place map does, opens exactly that window).
 //!
 //! ```text
-//! SkipMap<Bytes, Slot>        ordered by user key (bytewise)
-//!   "apple"  -> (seq 12, Put,    "red")
-//!   "banana" -> (seq 15, Delete, "")       tombstone
-//!   "cherry" -> (seq  3, Put,    "dark")
+//! SkipMap<Bytes, Slot>            ordered by user key (bytewise)
+//!   "apple"  -> seq 12 Put "red"  -> seq 7 Put "green"
+//!   "banana" -> seq 15 Delete     -> seq 2 Put "yellow"     tombstone on top
+//!   "cherry" -> seq  3 Put "dark"
 //! ```
 //!
-//! [`Memtable::approximate_size`] grows with every write, including writes that replace
-//! an entry: the WAL grows with every write too, so a memtable under constant
-//! overwrites of a few keys still fills up, gets flushed, and lets its log be retired.
+//! Reads name the newest sequence number they may see ([`Memtable::get_at`]): the store
+//! publishes a batch's last sequence number only after all of its operations are in
+//! the memtable, so a reader sees a whole batch or none of it. Versions are kept until
+//! the memtable is dropped; a flush writes each key's newest version.
+//!
+//! [`Memtable::approximate_size`] grows with every write, including overwrites: every
+//! version is kept, and the WAL grows with every write too, so a memtable under
+//! constant overwrites of a few keys still fills up, gets flushed, and lets its log be
+//! retired. A version with a sequence number the key already holds is ignored, so
+//! replaying a log twice changes nothing.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use crossbeam_skiplist::{map, SkipMap};
 
 use crate::types::{Entry, SeqNo, ValueKind};
 
-/// Bytes charged per write on top of key and value: roughly a skip-list node (the
-/// key and value handles, sequence number, kind and its tower of links).
+/// Bytes charged per write on top of key and value: roughly a skip-list node or a
+/// version record (the key and value handles, sequence number, kind and links).
 pub const ENTRY_OVERHEAD: usize = 64;
 
 /// How many entries an [`OwnedRange`] copies out of the skip list per refill.
 const RANGE_BATCH: usize = 128;
 
-/// The value side of one memtable entry.
-#[derive(Debug, Clone)]
-struct Slot {
+/// The newest sequence number: reads at it see every applied write.
+pub const READ_LATEST: SeqNo = SeqNo::MAX;
+
+/// One version of a key and the older version it replaced.
+#[derive(Debug)]
+struct KeyVersion {
     seq: SeqNo,
     kind: ValueKind,
     value: Bytes,
+    older: Option<Arc<KeyVersion>>,
 }
 
-/// A sorted, concurrent in-memory table holding the newest version of each key.
+impl KeyVersion {
+    /// The newest version in this chain that a read at `read_seq` may see.
+    fn visible_at(&self, read_seq: SeqNo) -> Option<&KeyVersion> {
+        let mut v = self;
+        while v.seq > read_seq {
+            v = v.older.as_deref()?;
+        }
+        Some(v)
+    }
+
+    /// This chain with `new` linked in at its place by sequence number (newest first);
+    /// `None` if the chain already holds a version with `new`'s sequence number.
+    /// Writes arrive in sequence order, so `new` almost always becomes the head; the
+    /// rebuild below the head only runs when a log is replayed out of order.
+    fn with(self: &Arc<Self>, new: &KeyVersion) -> Option<Arc<KeyVersion>> {
+        if new.seq > self.seq {
+            return Some(Arc::new(KeyVersion {
+                older: Some(Arc::clone(self)),
+                ..new.shallow()
+            }));
+        }
+        if new.seq == self.seq {
+            return None;
+        }
+        let older = match &self.older {
+            Some(older) => older.with(new)?,
+            None => Arc::new(new.shallow()),
+        };
+        Some(Arc::new(KeyVersion {
+            older: Some(older),
+            ..self.shallow()
+        }))
+    }
+
+    fn shallow(&self) -> KeyVersion {
+        KeyVersion {
+            seq: self.seq,
+            kind: self.kind,
+            value: self.value.clone(),
+            older: None,
+        }
+    }
+}
+
+/// The value side of one memtable entry: the key's newest version.
+#[derive(Debug)]
+struct Slot {
+    newest: ArcSwap<KeyVersion>,
+}
+
+/// A sorted, concurrent in-memory table holding every version of each key written
+/// since it was created.
 ///
 /// ```
 /// use bloomkv_kv::memtable::Memtable;
@@ -74,6 +138,7 @@ struct Slot {
 ///
 /// let entry = table.get(b"k").unwrap();
 /// assert_eq!((entry.seq, &entry.value[..]), (2, &b"new"[..]));
+/// assert_eq!(&table.get_at(b"k", 1).unwrap().value[..], b"old");
 /// assert_eq!(table.get(b"gone").unwrap().kind, ValueKind::Delete);
 /// assert!(table.get(b"absent").is_none());
 ///
@@ -85,6 +150,9 @@ pub struct Memtable {
     map: SkipMap<Bytes, Slot>,
     size: AtomicUsize,
     max_seq: AtomicU64,
+    /// Set (release) once the first write is completely applied; read (acquire) by the
+    /// emptiness shortcut, so "empty" is never answered for a key a reader could see.
+    has_entries: AtomicBool,
 }
 
 impl Memtable {
@@ -94,37 +162,65 @@ impl Memtable {
     }
 
     /// Records a write: sets `key` to `value` (`Put`) or to a tombstone (`Delete`, the
-    /// value is ignored) as of `seq`. An entry with a higher sequence number already
-    /// present for `key` is kept.
+    /// value is ignored) as of `seq`. A version with the same sequence number already
+    /// present for `key` is kept (replaying a write is harmless); an older sequence
+    /// number is linked below the newer versions, never over them.
     pub fn apply(&self, seq: SeqNo, kind: ValueKind, key: Bytes, value: Bytes) {
         let value = match kind {
             ValueKind::Put => value,
             ValueKind::Delete => Bytes::new(),
         };
         let charge = key.len() + value.len() + ENTRY_OVERHEAD;
-        let slot = Slot { seq, kind, value };
-        let entry = self
-            .map
-            .compare_insert(key, slot, |current| current.seq <= seq);
-        if entry.value().seq == seq {
+        let new = KeyVersion {
+            seq,
+            kind,
+            value,
+            older: None,
+        };
+        let mut accepted = false;
+        let entry = self.map.get_or_insert_with(key, || {
+            accepted = true;
+            Slot {
+                newest: ArcSwap::from_pointee(new.shallow()),
+            }
+        });
+        if !accepted {
+            let slot = entry.value();
+            // One writer at a time (the store's write lock), so this read-modify-write
+            // is not racing another writer; readers see the old or the new head.
+            let head = slot.newest.load_full();
+            if let Some(next) = head.with(&new) {
+                slot.newest.store(next);
+                accepted = true;
+            }
+        }
+        if accepted {
             self.size.fetch_add(charge, Ordering::Relaxed);
             self.max_seq.fetch_max(seq, Ordering::Relaxed);
+            self.has_entries.store(true, Ordering::Release);
         }
     }
 
     /// The newest entry for `key`, tombstones included (the caller decides what a
     /// tombstone means); `None` if this memtable has never seen the key.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
-        // An empty map (the usual state after a flush or a reopen) answers without
+        self.get_at(key, READ_LATEST)
+    }
+
+    /// The newest entry for `key` with a sequence number at most `read_seq`;
+    /// `None` if this memtable holds no such version.
+    pub fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Option<Entry> {
+        // An empty memtable (the usual state after a flush or a reopen) answers without
         // pinning an epoch and walking the skip list's head.
-        if self.map.is_empty() {
+        if !self.has_entries.load(Ordering::Acquire) {
             return None;
         }
-        self.map.get(key).map(to_entry)
+        let entry = self.map.get(key)?;
+        visible_entry(&entry, read_seq)
     }
 
     /// Bytes written into this memtable: keys, values and [`ENTRY_OVERHEAD`] per write,
-    /// counting replaced entries too (see the module docs).
+    /// counting overwrites too (see the module docs).
     pub fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
     }
@@ -136,7 +232,7 @@ impl Memtable {
 
     /// Whether no write has been applied.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        !self.has_entries.load(Ordering::Acquire)
     }
 
     /// The highest sequence number applied (0 when empty).
@@ -144,47 +240,60 @@ impl Memtable {
         self.max_seq.load(Ordering::Relaxed)
     }
 
-    /// Every entry in key order (what a flush writes).
+    /// Every key's newest entry, in key order (what a flush writes).
     pub fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.map.iter().map(to_entry)
+        self.map
+            .iter()
+            .filter_map(|e| visible_entry(&e, READ_LATEST))
     }
 
-    /// The entries with keys within `start..end` (each bound included, excluded or
-    /// unbounded), in key order. An empty or inverted range yields nothing.
-    ///
-    /// Concurrent writes may or may not be seen; each key is yielded at most once.
+    /// The newest entries (as of `read_seq`) with keys within `start..end` (each bound
+    /// included, excluded or unbounded), in key order. An empty or inverted range
+    /// yields nothing.
     pub fn range<'a>(
         &'a self,
         start: Bound<&'a [u8]>,
         end: Bound<&'a [u8]>,
+        read_seq: SeqNo,
     ) -> impl Iterator<Item = Entry> + 'a {
-        self.map.range::<[u8], _>((start, end)).map(to_entry)
+        self.map
+            .range::<[u8], _>((start, end))
+            .filter_map(move |e| visible_entry(&e, read_seq))
     }
 
     /// Like [`Memtable::range`], but the iterator owns its memtable handle and bounds,
     /// so it can outlive the caller's borrows (a store's `scan` returns one).
     ///
     /// It copies up to 128 entries at a time out of the skip list and resumes after the
-    /// last key it yielded, so it holds no borrow of the list between refills.
-    pub fn owned_range(self: &Arc<Self>, start: Bound<Bytes>, end: Bound<Bytes>) -> OwnedRange {
+    /// last key it yielded, so it holds no borrow of the list between refills. Keys are
+    /// never unlinked and versions are read as of `read_seq`, so a scan that crosses
+    /// refills still sees one point in time.
+    pub fn owned_range(
+        self: &Arc<Self>,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        read_seq: SeqNo,
+    ) -> OwnedRange {
         OwnedRange {
             table: Arc::clone(self),
             next_start: start,
             end,
+            read_seq,
             buffer: VecDeque::new(),
             exhausted: false,
         }
     }
 }
 
-fn to_entry(entry: map::Entry<'_, Bytes, Slot>) -> Entry {
-    let slot = entry.value();
-    Entry {
+fn visible_entry(entry: &map::Entry<'_, Bytes, Slot>, read_seq: SeqNo) -> Option<Entry> {
+    let head = entry.value().newest.load();
+    let v = head.visible_at(read_seq)?;
+    Some(Entry {
         key: entry.key().clone(),
-        seq: slot.seq,
-        kind: slot.kind,
-        value: slot.value.clone(),
-    }
+        seq: v.seq,
+        kind: v.kind,
+        value: v.value.clone(),
+    })
 }
 
 /// An ordered iterator over a key range of a shared memtable; see
@@ -194,6 +303,7 @@ pub struct OwnedRange {
     table: Arc<Memtable>,
     next_start: Bound<Bytes>,
     end: Bound<Bytes>,
+    read_seq: SeqNo,
     buffer: VecDeque<Entry>,
     exhausted: bool,
 }
@@ -202,12 +312,24 @@ impl OwnedRange {
     fn refill(&mut self) {
         let start = as_ref_bound(&self.next_start);
         let end = as_ref_bound(&self.end);
-        self.buffer
-            .extend(self.table.range(start, end).take(RANGE_BATCH));
-        match self.buffer.back() {
-            Some(last) if self.buffer.len() == RANGE_BATCH => {
-                self.next_start = Bound::Excluded(last.key.clone());
+        // Count skip-list keys, not yielded entries: a key with no version visible at
+        // `read_seq` must still advance the resume point.
+        let mut seen = 0;
+        let mut last_key = None;
+        for e in self
+            .table
+            .map
+            .range::<[u8], _>((start, end))
+            .take(RANGE_BATCH)
+        {
+            seen += 1;
+            last_key = Some(e.key().clone());
+            if let Some(entry) = visible_entry(&e, self.read_seq) {
+                self.buffer.push_back(entry);
             }
+        }
+        match last_key {
+            Some(last) if seen == RANGE_BATCH => self.next_start = Bound::Excluded(last),
             _ => self.exhausted = true,
         }
     }
@@ -225,7 +347,7 @@ impl Iterator for OwnedRange {
     type Item = Entry;
 
     fn next(&mut self) -> Option<Entry> {
-        if self.buffer.is_empty() && !self.exhausted {
+        while self.buffer.is_empty() && !self.exhausted {
             self.refill();
         }
         self.buffer.pop_front()
@@ -270,18 +392,46 @@ mod tests {
     fn an_older_write_never_replaces_a_newer_one() {
         let table = Memtable::new();
         put(&table, 5, "k", "new");
-        let size = table.approximate_size();
         put(&table, 3, "k", "old");
         assert_eq!(&table.get(b"k").unwrap().value[..], b"new");
+        assert_eq!(&table.get_at(b"k", 4).unwrap().value[..], b"old");
+        assert!(table.get_at(b"k", 2).is_none());
+        // Replaying a write is harmless and costs nothing.
+        let size = table.approximate_size();
+        put(&table, 5, "k", "new");
+        put(&table, 3, "k", "old");
         assert_eq!(
             table.approximate_size(),
             size,
-            "a rejected write costs nothing"
+            "a replayed write costs nothing"
         );
-        // Replaying the same write is harmless.
-        put(&table, 5, "k", "new");
         assert_eq!(table.get(b"k").unwrap().seq, 5);
         assert_eq!(table.max_seq(), 5);
+    }
+
+    #[test]
+    fn reads_see_the_newest_version_at_their_sequence_number() {
+        let table = Arc::new(Memtable::new());
+        put(&table, 1, "a", "a1");
+        put(&table, 2, "b", "b2");
+        put(&table, 3, "a", "a3");
+        table.apply(4, ValueKind::Delete, Bytes::from("b"), Bytes::new());
+        put(&table, 6, "c", "c6");
+        put(&table, 5, "a", "a5"); // out of order: linked between 3 and 6
+        let at = |seq: SeqNo| -> Vec<(String, SeqNo)> {
+            table
+                .owned_range(Bound::Unbounded, Bound::Unbounded, seq)
+                .map(|e| (String::from_utf8_lossy(&e.key).into_owned(), e.seq))
+                .collect()
+        };
+        let s = |k: &str, q: SeqNo| (k.to_string(), q);
+        assert_eq!(at(0), vec![]);
+        assert_eq!(at(1), vec![s("a", 1)]);
+        assert_eq!(at(2), vec![s("a", 1), s("b", 2)]);
+        assert_eq!(at(4), vec![s("a", 3), s("b", 4)]);
+        assert_eq!(at(READ_LATEST), vec![s("a", 5), s("b", 4), s("c", 6)]);
+        assert_eq!(table.get_at(b"a", 4).unwrap().seq, 3);
+        assert_eq!(table.get_at(b"a", 5).unwrap().seq, 5);
     }
 
     #[test]
@@ -374,12 +524,12 @@ mod tests {
                     for end in bounds(e) {
                         let want = reference(&keys, as_ref_bound(&start), as_ref_bound(&end));
                         let got: Vec<Bytes> = table
-                            .range(as_ref_bound(&start), as_ref_bound(&end))
+                            .range(as_ref_bound(&start), as_ref_bound(&end), READ_LATEST)
                             .map(|e| e.key)
                             .collect();
                         assert_eq!(got, want, "range({start:?}, {end:?})");
                         let owned: Vec<Bytes> = table
-                            .owned_range(start.clone(), end.clone())
+                            .owned_range(start.clone(), end.clone(), READ_LATEST)
                             .map(|e| e.key)
                             .collect();
                         assert_eq!(owned, want, "owned_range({start:?}, {end:?})");
@@ -397,7 +547,7 @@ mod tests {
         }
         let iter = {
             let handle = Arc::clone(&table);
-            handle.owned_range(Bound::Unbounded, Bound::Unbounded)
+            handle.owned_range(Bound::Unbounded, Bound::Unbounded, READ_LATEST)
         };
         let keys: Vec<Bytes> = iter.map(|e| e.key).collect();
         let expected: Vec<Bytes> = (0..(RANGE_BATCH as u32 * 3 + 7)).map(key).collect();
@@ -409,7 +559,7 @@ mod tests {
         }
         assert_eq!(
             exact
-                .owned_range(Bound::Unbounded, Bound::Unbounded)
+                .owned_range(Bound::Unbounded, Bound::Unbounded, READ_LATEST)
                 .count(),
             RANGE_BATCH
         );
@@ -449,7 +599,11 @@ mod tests {
                             }
                         }
                         let scanned: Vec<Bytes> = table
-                            .owned_range(Bound::Included(key(100)), Bound::Excluded(key(400)))
+                            .owned_range(
+                                Bound::Included(key(100)),
+                                Bound::Excluded(key(400)),
+                                READ_LATEST,
+                            )
                             .map(|e| e.key)
                             .collect();
                         assert!(scanned.windows(2).all(|w| w[0] < w[1]), "scan out of order");

@@ -64,6 +64,18 @@ pub struct Options {
     pub target_file_size: u64,
     /// Frozen memtables waiting for flush before writers stall. Default 2.
     pub max_immutable_memtables: usize,
+    /// L0 tables at which each write first yields up to 1 ms to compaction, spreading
+    /// a stall over many writes. Default 8 (LevelDB's value; RocksDB uses 20).
+    /// Ignored while `disable_auto_compaction` is set.
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 tables at which a write that needs a fresh memtable waits until compaction
+    /// lowers L0. Default 12 (LevelDB's; RocksDB 36). Ignored while
+    /// `disable_auto_compaction` is set. Must be at least the slowdown trigger.
+    pub level0_stop_writes_trigger: usize,
+    /// Table files kept open at once; tables beyond it are reopened on demand (their
+    /// index and filter stay in memory, so a filter negative still costs no I/O).
+    /// Default 1000 (LevelDB's). Minimum 1.
+    pub max_open_files: usize,
     /// Create the directory if it does not hold a store. Default `true`.
     pub create_if_missing: bool,
     /// The file layer every file operation goes through. Default: the operating system's.
@@ -78,6 +90,13 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 
 /// The longest value accepted (bytes).
 pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
+
+/// The largest encoded write batch accepted (bytes, see
+/// [`WriteBatch::approximate_size`](crate::WriteBatch::approximate_size)): a batch is
+/// one WAL record, and a record holds at most this much. A batch of five 60 MiB values
+/// is over it and is refused with `InvalidArgument` (the store goes on); split it into
+/// several batches.
+pub const MAX_BATCH_LEN: usize = crate::wal::MAX_RECORD_LEN;
 
 impl Default for Options {
     fn default() -> Self {
@@ -94,6 +113,9 @@ impl Default for Options {
             level_size_multiplier: 10,
             target_file_size: 2 << 20,
             max_immutable_memtables: 2,
+            level0_slowdown_writes_trigger: 8,
+            level0_stop_writes_trigger: 12,
+            max_open_files: 1000,
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),
         }
@@ -115,6 +137,15 @@ impl fmt::Debug for Options {
             .field("level_size_multiplier", &self.level_size_multiplier)
             .field("target_file_size", &self.target_file_size)
             .field("max_immutable_memtables", &self.max_immutable_memtables)
+            .field(
+                "level0_slowdown_writes_trigger",
+                &self.level0_slowdown_writes_trigger,
+            )
+            .field(
+                "level0_stop_writes_trigger",
+                &self.level0_stop_writes_trigger,
+            )
+            .field("max_open_files", &self.max_open_files)
             .field("create_if_missing", &self.create_if_missing)
             .field("file_system", &self.file_system)
             .finish()
@@ -142,6 +173,15 @@ impl Options {
                 "max_immutable_memtables",
                 self.max_immutable_memtables as u64,
             ),
+            (
+                "level0_slowdown_writes_trigger",
+                self.level0_slowdown_writes_trigger as u64,
+            ),
+            (
+                "level0_stop_writes_trigger",
+                self.level0_stop_writes_trigger as u64,
+            ),
+            ("max_open_files", self.max_open_files as u64),
         ];
         for (name, value) in sizes {
             if value == 0 {
@@ -152,6 +192,12 @@ impl Options {
             return bad(format!(
                 "level_size_multiplier must be at least 2, got {}",
                 self.level_size_multiplier
+            ));
+        }
+        if self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger {
+            return bad(format!(
+                "level0_stop_writes_trigger ({}) must be at least level0_slowdown_writes_trigger ({})",
+                self.level0_stop_writes_trigger, self.level0_slowdown_writes_trigger
             ));
         }
         if self.block_size > 16 << 20 {

@@ -41,6 +41,11 @@ pub struct Counters {
     pub bytes_read: AtomicU64,
     /// Filter blocks that failed validation and were ignored (tables read without them).
     pub filter_corrupt: AtomicU64,
+    /// Writes that waited for background work (L0 slowdown or stop, or a full set of
+    /// frozen memtables).
+    pub write_stalls: AtomicU64,
+    /// Microseconds those writes spent waiting.
+    pub write_stall_micros: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -112,6 +117,12 @@ pub struct DbStats {
     pub bytes_read: u64,
     /// Filters ignored because they failed validation.
     pub filter_corrupt: u64,
+    /// Writes that waited for flush or compaction (RocksDB's `STALL_MICROS` family).
+    pub write_stalls: u64,
+    /// Microseconds writes spent waiting.
+    pub write_stall_micros: u64,
+    /// Table files held open now (bounded by `Options::max_open_files`).
+    pub open_table_files: u64,
     /// Live tables per level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of filter held in memory across all live tables.
@@ -157,6 +168,9 @@ impl Counters {
             data_block_reads: get(&self.data_block_reads),
             bytes_read: get(&self.bytes_read),
             filter_corrupt: get(&self.filter_corrupt),
+            write_stalls: get(&self.write_stalls),
+            write_stall_micros: get(&self.write_stall_micros),
+            open_table_files: 0,
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
         }

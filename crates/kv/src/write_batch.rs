@@ -35,6 +35,7 @@ use bytes::Bytes;
 
 use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
+use crate::options::{MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
@@ -69,6 +70,9 @@ pub struct WriteBatch {
     /// Operations added (kept wide so that `put` can never overflow; checked against
     /// the format's `u32` when encoded).
     count: u64,
+    /// The longest key and value added, so the limits are checked without decoding.
+    longest_key: usize,
+    longest_value: usize,
 }
 
 impl WriteBatch {
@@ -77,6 +81,8 @@ impl WriteBatch {
         WriteBatch {
             rep: vec![0; HEADER_LEN],
             count: 0,
+            longest_key: 0,
+            longest_value: 0,
         }
     }
 
@@ -89,6 +95,8 @@ impl WriteBatch {
         put_varint(&mut self.rep, value.len() as u64);
         self.rep.extend_from_slice(value);
         self.count += 1;
+        self.longest_key = self.longest_key.max(key.len());
+        self.longest_value = self.longest_value.max(value.len());
     }
 
     /// Adds "delete `key`" (a tombstone; deleting an absent key is not an error).
@@ -98,6 +106,7 @@ impl WriteBatch {
         put_varint(&mut self.rep, key.len() as u64);
         self.rep.extend_from_slice(key);
         self.count += 1;
+        self.longest_key = self.longest_key.max(key.len());
     }
 
     /// The number of operations.
@@ -114,6 +123,44 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.rep.truncate(HEADER_LEN);
         self.count = 0;
+        self.longest_key = 0;
+        self.longest_value = 0;
+    }
+
+    /// Checks the store's limits: keys up to [`MAX_KEY_LEN`], values up to
+    /// [`MAX_VALUE_LEN`], the whole batch up to [`MAX_BATCH_LEN`] encoded bytes.
+    /// A batch over any of them is [`Error::InvalidArgument`].
+    ///
+    /// ```
+    /// use bloomkv_kv::{WriteBatch, MAX_KEY_LEN};
+    ///
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("k", "v");
+    /// assert!(batch.check_limits().is_ok());
+    /// batch.put(vec![0u8; MAX_KEY_LEN + 1], "v");
+    /// assert!(batch.check_limits().is_err());
+    /// ```
+    pub fn check_limits(&self) -> Result<()> {
+        if self.longest_key > MAX_KEY_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
+                self.longest_key
+            )));
+        }
+        if self.longest_value > MAX_VALUE_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "value of {} bytes exceeds the {MAX_VALUE_LEN}-byte limit",
+                self.longest_value
+            )));
+        }
+        if self.rep.len() > MAX_BATCH_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} encoded bytes exceeds the {MAX_BATCH_LEN}-byte limit \
+                 of one log record; split it into smaller batches",
+                self.rep.len()
+            )));
+        }
+        Ok(())
     }
 
     /// The size in bytes of the batch's encoding: what it will add to the log.

@@ -1,0 +1,53 @@
+//! A bad argument is refused alone: the store goes on taking writes, flushing and
+//! reopening. Only a real log failure stops writes.
+
+use bloomkv_kv::{Db, Error, Options, WriteBatch, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
+
+fn assert_store_still_works(db: Db, dir: &std::path::Path) {
+    db.put("after", "ok").unwrap();
+    db.flush().unwrap();
+    db.put("after2", "ok2").unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir, Options::default()).unwrap();
+    assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"ok"[..]));
+    assert_eq!(db.get("after2").unwrap().as_deref(), Some(&b"ok2"[..]));
+    assert_eq!(db.get("big").unwrap(), None, "nothing of a refused batch");
+}
+
+#[test]
+fn an_oversized_batch_is_refused_and_the_store_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put("before", "x").unwrap();
+    // Five values just under the value limit: each is legal, the batch is not.
+    let value = vec![7u8; MAX_VALUE_LEN - 1024];
+    let mut batch = WriteBatch::new();
+    for i in 0..5 {
+        batch.put(format!("big{i}"), &value);
+    }
+    batch.put("big", "x");
+    assert!(batch.approximate_size() > MAX_BATCH_LEN);
+    match db.write(batch) {
+        Err(Error::InvalidArgument(why)) => assert!(why.contains("batch"), "{why}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    assert_eq!(db.get("before").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_store_still_works(db, dir.path());
+}
+
+#[test]
+fn oversized_keys_and_values_are_refused_and_the_store_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let err = db.put(vec![1u8; MAX_KEY_LEN + 1], "v").unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    let err = db.put("big", vec![1u8; MAX_VALUE_LEN + 1]).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+    // The limits themselves are accepted.
+    db.put(vec![2u8; MAX_KEY_LEN], "edge").unwrap();
+    assert_eq!(
+        db.get(vec![2u8; MAX_KEY_LEN]).unwrap().as_deref(),
+        Some(&b"edge"[..])
+    );
+    assert_store_still_works(db, dir.path());
+}
