@@ -37,8 +37,9 @@ use crate::manifest::{self, ManifestState, TableMeta};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, NUM_LEVELS};
-use crate::sstable::{Table, TableBuilder, TableOptions};
+use crate::sstable::{Table, TableBuilder, TableFile, TableOptions};
 use crate::stats::{add, bump, Counters, DbStats, ReadTally};
+use crate::table_cache::TableCache;
 use crate::types::{Entry, SeqNo, ValueKind};
 use crate::version::{TableHandle, Version};
 use crate::wal::{self, WalWriter};
@@ -103,6 +104,8 @@ struct Inner {
     /// Opens any table's filter, whatever policy wrote it.
     policies: Vec<Arc<dyn FilterPolicy>>,
     counters: Arc<Counters>,
+    /// Bounds the open table files (`max_open_files`).
+    table_cache: Arc<TableCache>,
     next_file_number: AtomicU64,
     view: RwLock<Arc<View>>,
     /// The last sequence number of the newest write batch that is completely in the
@@ -156,6 +159,7 @@ impl Db {
         };
 
         let counters = Arc::new(Counters::default());
+        let table_cache = TableCache::new(fs.clone(), options.max_open_files);
         let policy = options.filter_policy()?;
         let policies = options.known_policies()?;
         let names = fs.list(&dir)?;
@@ -194,7 +198,7 @@ impl Db {
                     format!("table {} on level {level}", meta.number),
                 ));
             }
-            let handle = open_table(&fs, &dir, meta.number, &counters, &policies)?;
+            let handle = open_table(&table_cache, &dir, meta.number, &counters, &policies)?;
             version.levels[level].push(Arc::new(handle));
         }
         let version = version.apply(&[], Vec::new());
@@ -243,6 +247,7 @@ impl Db {
             let number = next_file_number.fetch_add(1, Ordering::Relaxed);
             let handle = build_table(
                 &fs,
+                &table_cache,
                 &dir,
                 number,
                 &options,
@@ -274,13 +279,14 @@ impl Db {
         let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
         fs.sync_dir(&dir)?;
         let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
-        remove_obsolete(&fs, &dir, &live, wal_number);
+        remove_obsolete(&fs, &dir, Some(&live), wal_number);
 
         let inner = Arc::new(Inner {
             fs,
             policy,
             policies,
             counters,
+            table_cache,
             next_file_number,
             view: RwLock::new(Arc::new(View {
                 mem: Arc::new(Memtable::new()),
@@ -734,6 +740,13 @@ impl Inner {
         {
             let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
             let current = slot.clone();
+            // The manifest no longer names these tables: each file goes when its last
+            // reader lets go of it (see `table_cache`).
+            for (_, t) in current.version.tables() {
+                if !live.contains(&t.number) {
+                    t.table.mark_obsolete();
+                }
+            }
             *slot = Arc::new(View {
                 mem: current.mem.clone(),
                 mem_wal: current.mem_wal,
@@ -741,7 +754,7 @@ impl Inner {
                 version: Arc::new(version),
             });
         }
-        remove_obsolete(&self.fs, &self.dir, &live, live_wal);
+        remove_obsolete(&self.fs, &self.dir, None, live_wal);
         Ok(())
     }
 
@@ -752,6 +765,7 @@ impl Inner {
     ) -> Result<Option<TableHandle>> {
         build_table(
             &self.fs,
+            &self.table_cache,
             &self.dir,
             number,
             &self.options,
@@ -924,6 +938,7 @@ impl Inner {
         let mut stats = self.counters.snapshot();
         let view = self.current();
         stats.tables_per_level = view.version.levels.iter().map(Vec::len).collect();
+        stats.open_table_files = self.table_cache.open_files() as u64;
         stats.filter_memory_bytes = view
             .version
             .tables()
@@ -1001,17 +1016,18 @@ fn range_overlaps(
 }
 
 fn open_table(
-    fs: &Arc<dyn FileSystem>,
+    cache: &Arc<TableCache>,
     dir: &Path,
     number: u64,
     counters: &Arc<Counters>,
     policies: &[Arc<dyn FilterPolicy>],
 ) -> Result<TableHandle> {
     let path = filename::table_path(dir, number);
-    let file = fs
-        .open_random(&path)
-        .map_err(|e| Error::corruption(&path, format!("live table cannot be opened: {e}")))?;
-    let table = Table::open(file, path, counters.clone(), policies)?;
+    let file = TableFile::cached(cache.slot(path.clone()), counters.clone());
+    let table = Table::open_file(file, policies).map_err(|e| match e {
+        Error::Io(e) => Error::corruption(&path, format!("live table cannot be read: {e}")),
+        other => other,
+    })?;
     Ok(TableHandle { number, table })
 }
 
@@ -1020,6 +1036,7 @@ fn open_table(
 #[allow(clippy::too_many_arguments)]
 fn build_table(
     fs: &Arc<dyn FileSystem>,
+    cache: &Arc<TableCache>,
     dir: &Path,
     number: u64,
     options: &Options,
@@ -1051,7 +1068,7 @@ fn build_table(
     builder.finish()?;
     fs.rename(&tmp, &path)?;
     fs.sync_dir(dir)?;
-    open_table(fs, dir, number, counters, policies).map(Some)
+    open_table(cache, dir, number, counters, policies).map(Some)
 }
 
 /// Writes the manifest for `version` (atomic: temp file, fsync, rename, dir fsync).
@@ -1079,13 +1096,19 @@ fn write_state(
     manifest::write_manifest(fs.as_ref(), dir, &state)
 }
 
-/// Deletes tables the manifest no longer names, retired WALs and leftover temp files.
-/// Best effort: a file that cannot be deleted now is deleted at the next open.
-fn remove_obsolete(fs: &Arc<dyn FileSystem>, dir: &Path, live: &HashSet<u64>, live_wal: u64) {
+/// Deletes retired WALs, leftover temp files and, given the live set (at open, when no
+/// reader exists yet), tables the manifest no longer names. Best effort: a file that
+/// cannot be deleted now is deleted at the next open.
+fn remove_obsolete(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    live: Option<&HashSet<u64>>,
+    live_wal: u64,
+) {
     let Ok(names) = fs.list(dir) else { return };
     for name in names {
         let obsolete = match parse_file_name(&name) {
-            Some(FileKind::Table(n)) => !live.contains(&n),
+            Some(FileKind::Table(n)) => live.is_some_and(|live| !live.contains(&n)),
             Some(FileKind::Wal(n)) => n < live_wal,
             Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => true,
             _ => false,

@@ -44,6 +44,7 @@ mod merge;
 mod options;
 pub mod sstable;
 mod stats;
+mod table_cache;
 mod types;
 mod version;
 pub mod wal;

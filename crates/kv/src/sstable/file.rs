@@ -19,13 +19,32 @@ use super::{BlockKind, Malformed};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::stats::{self, Counters};
+use crate::table_cache::FileSlot;
 
 /// A table file opened for positioned reads, with the counters its reads go to.
 #[derive(Clone)]
 pub struct TableFile {
-    file: Arc<dyn RandomAccessFile>,
+    file: Source,
     path: PathBuf,
     counters: Arc<Counters>,
+}
+
+/// Where the file's descriptor comes from.
+#[derive(Clone)]
+enum Source {
+    /// Opened by the caller and held for the table's life (tools, tests).
+    Open(Arc<dyn RandomAccessFile>),
+    /// Held by the store's table cache, which may close it and reopens it on demand.
+    Cached(Arc<FileSlot>),
+}
+
+impl Source {
+    fn with<R>(&self, f: impl FnOnce(&dyn RandomAccessFile) -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Source::Open(file) => f(file.as_ref()),
+            Source::Cached(slot) => slot.with_file(f),
+        }
+    }
 }
 
 impl fmt::Debug for TableFile {
@@ -44,9 +63,26 @@ impl TableFile {
         counters: Arc<Counters>,
     ) -> TableFile {
         TableFile {
-            file,
+            file: Source::Open(file),
             path,
             counters,
+        }
+    }
+
+    /// A file whose descriptor the store's table cache opens and closes.
+    pub(crate) fn cached(slot: Arc<FileSlot>, counters: Arc<Counters>) -> TableFile {
+        TableFile {
+            path: slot.path().to_path_buf(),
+            file: Source::Cached(slot),
+            counters,
+        }
+    }
+
+    /// Marks the file for deletion once no reader holds the table (a no-op for a file
+    /// the table cache does not manage).
+    pub(crate) fn mark_obsolete(&self) {
+        if let Source::Cached(slot) = &self.file {
+            slot.mark_obsolete();
         }
     }
 
@@ -62,13 +98,15 @@ impl TableFile {
 
     /// The file's length.
     pub fn size(&self) -> Result<u64> {
-        self.file.len().map_err(|e| self.io_error("stat", e))
+        self.file
+            .with(|f| f.len())
+            .map_err(|e| self.io_error("stat", e))
     }
 
     /// Asks the OS to drop the file's cached pages (cold-cache benchmarks).
     pub fn drop_cache(&self) -> Result<()> {
         self.file
-            .drop_cache()
+            .with(|f| f.drop_cache())
             .map_err(|e| self.io_error("drop cache of", e))
     }
 
@@ -76,7 +114,7 @@ impl TableFile {
     pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         self.file
-            .read_exact_at(&mut buf, offset)
+            .with(|f| f.read_exact_at(&mut buf, offset))
             .map_err(|e| self.io_error("read", e))?;
         stats::bump(&self.counters.data_block_reads);
         stats::add(&self.counters.bytes_read, len as u64);

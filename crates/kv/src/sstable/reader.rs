@@ -87,7 +87,12 @@ impl Table {
         counters: Arc<Counters>,
         policies: &[Arc<dyn FilterPolicy>],
     ) -> Result<Table> {
-        let file = TableFile::new(file, path, counters);
+        Table::open_file(TableFile::new(file, path, counters), policies)
+    }
+
+    /// Like [`Table::open`], over a [`TableFile`] (the store's come from its table
+    /// cache).
+    pub(crate) fn open_file(file: TableFile, policies: &[Arc<dyn FilterPolicy>]) -> Result<Table> {
         let file_size = file.size()?;
         let footer = read_footer(&file, file_size)?;
 
@@ -185,6 +190,11 @@ impl Table {
                 filter_state,
             }),
         })
+    }
+
+    /// Marks the table's file for deletion once no reader holds the table.
+    pub(crate) fn mark_obsolete(&self) {
+        self.inner.file.mark_obsolete();
     }
 
     /// Looks `key` up; `hash` is `KeyHash::of(key)`, computed once per store lookup.
