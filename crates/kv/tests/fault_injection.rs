@@ -411,6 +411,7 @@ fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tall
             }
             verify(&mem, &out, sync, &when);
         }
+        Fault::Panic => panic!("the sweep injects no panics"),
         Fault::Error | Fault::ShortWrite => {
             // The program restarts on the same files...
             let crashed = mem.deep_copy();

@@ -110,6 +110,9 @@ pub enum Fault {
     ShortWrite,
     /// The power goes out: this operation and every later one return an error.
     PowerLoss,
+    /// The operation panics: for testing that a panic in the store's background work
+    /// reaches writers as an error instead of a silent stall.
+    Panic,
 }
 
 /// Which operation fails, and how.
@@ -198,6 +201,10 @@ impl Shared {
             Fault::PowerLoss => {
                 self.dead.store(true, Ordering::SeqCst);
                 Verdict::Fail
+            }
+            Fault::Panic => {
+                drop(plan);
+                panic!("injected panic at {kind:?}");
             }
         }
     }
