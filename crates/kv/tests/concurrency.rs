@@ -204,18 +204,40 @@ fn readers_writers_flushes_and_compactions_agree_with_a_model() {
         .map(|r| {
             let (db, stop) = (db.clone(), stop.clone());
             thread::spawn(move || {
-                let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+                // Per key: the newest round this reader knows the key has reached, and
+                // whether that round deleted it. A `None` is checked too: it is only
+                // allowed before the first write or for a deleting round not older
+                // than what was already seen.
+                let mut seen: BTreeMap<String, (usize, bool)> = BTreeMap::new();
                 let mut n = 0usize;
                 while !stop.load(Ordering::Relaxed) {
-                    let k = key((n * 7 + r) % WRITERS, (n * 13 + r * 31) % KEYS);
-                    if let Some(v) = db.get(&k).unwrap() {
-                        let v = String::from_utf8(v.to_vec()).unwrap();
-                        let (vk, round) = v.split_once(':').expect("torn value");
-                        assert_eq!(vk, k, "a value under the wrong key");
-                        let round: usize = round.parse().unwrap();
-                        let last = seen.entry(k.clone()).or_insert(0);
-                        assert!(round >= *last, "{k}: read round {round} after {last}");
-                        *last = round;
+                    let i = (n * 13 + r * 31) % KEYS;
+                    let k = key((n * 7 + r) % WRITERS, i);
+                    match db.get(&k).unwrap() {
+                        Some(v) => {
+                            let v = String::from_utf8(v.to_vec()).unwrap();
+                            let (vk, round) = v.split_once(':').expect("torn value");
+                            assert_eq!(vk, k, "a value under the wrong key");
+                            let round: usize = round.parse().unwrap();
+                            if let Some(&(last, deleted)) = seen.get(&k) {
+                                let ok = if deleted { round > last } else { round >= last };
+                                assert!(ok, "{k}: read round {round} after {last} ({deleted})");
+                            }
+                            seen.insert(k.clone(), (round, false));
+                        }
+                        None => {
+                            if let Some(&(last, deleted)) = seen.get(&k) {
+                                let first = if deleted { last } else { last + 1 };
+                                let d = (first..ROUNDS).find(|&d| deleted_in(i, d)).unwrap_or_else(
+                                    || {
+                                        panic!(
+                                            "{k}: missing after round {last}, never deleted later"
+                                        )
+                                    },
+                                );
+                                seen.insert(k.clone(), (d, true));
+                            }
+                        }
                     }
                     if n.is_multiple_of(200) {
                         let mut prev: Option<Vec<u8>> = None;
