@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use bloomkv_filter::{FilterPolicy, KeyHash};
 use bytes::Bytes;
 
+use crate::compaction;
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileLock, FileSystem};
@@ -828,43 +829,10 @@ impl Inner {
         self.compact(maint, inputs, output_level)
     }
 
-    /// Every L0 table and the L1 tables they overlap, once L0 reaches its trigger.
-    fn pick_l0_compaction(&self) -> Option<(Vec<Arc<TableHandle>>, usize)> {
+    /// The most urgent size-triggered compaction, if any (see `compaction.rs`).
+    fn pick_compaction(&self, maint: &mut Maint) -> Option<compaction::Pick> {
         let version = self.current().version.clone();
-        let l0 = &version.levels[0];
-        if l0.len() < self.options.l0_compaction_trigger {
-            return None;
-        }
-        let smallest = l0.iter().map(|t| t.smallest()).min()?;
-        let largest = l0.iter().map(|t| t.largest()).max()?;
-        let mut inputs = l0.clone();
-        inputs.extend(version.overlapping(1, smallest, largest));
-        Some((inputs, 1))
-    }
-
-    /// Picks the most urgent size-triggered compaction, if any.
-    fn pick_compaction(&self, maint: &mut Maint) -> Option<(Vec<Arc<TableHandle>>, usize)> {
-        if let Some(pick) = self.pick_l0_compaction() {
-            return Some(pick);
-        }
-        let version = self.current().version.clone();
-        for level in 1..NUM_LEVELS - 1 {
-            if version.level_bytes(level) <= self.options.max_bytes_for_level(level) {
-                continue;
-            }
-            let tables = &version.levels[level];
-            let pointer = maint.compact_pointer[level].clone();
-            let pick = tables
-                .iter()
-                .find(|t| pointer.as_deref().is_none_or(|p| t.smallest() > p))
-                .or(tables.first())?
-                .clone();
-            maint.compact_pointer[level] = Some(Bytes::copy_from_slice(pick.largest()));
-            let mut inputs = vec![pick.clone()];
-            inputs.extend(version.overlapping(level + 1, pick.smallest(), pick.largest()));
-            return Some((inputs, level + 1));
-        }
-        None
+        compaction::pick(&version, &self.options, &mut maint.compact_pointer)
     }
 
     fn schedule(&self) {
@@ -915,20 +883,21 @@ impl Inner {
             }
             // L0 over its trigger is compacted before the next flush: with flushes
             // first, a fast writer keeps the thread flushing and L0 grows without bound.
-            if !self.options.disable_auto_compaction {
-                if let Some((inputs, level)) = self.pick_l0_compaction() {
-                    self.compact(&mut maint, inputs, level)?;
+            let auto = !self.options.disable_auto_compaction;
+            if auto && compaction::l0_over_trigger(&self.current().version, &self.options) {
+                if let Some(pick) = self.pick_compaction(&mut maint) {
+                    self.compact(&mut maint, pick.inputs, pick.output_level)?;
                     continue;
                 }
             }
             if self.flush_oldest(&mut maint)? {
                 continue;
             }
-            if self.options.disable_auto_compaction {
+            if !auto {
                 return Ok(());
             }
             match self.pick_compaction(&mut maint) {
-                Some((inputs, level)) => self.compact(&mut maint, inputs, level)?,
+                Some(pick) => self.compact(&mut maint, pick.inputs, pick.output_level)?,
                 None => return Ok(()),
             }
         }

@@ -33,6 +33,7 @@
 //! | `stats.rs` | the read path's counters |
 
 mod coding;
+mod compaction;
 mod db;
 mod error;
 pub mod filename;
