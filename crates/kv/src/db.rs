@@ -799,6 +799,10 @@ impl Inner {
             .peekable();
         let mut added = Vec::new();
         while merged.peek().is_some() {
+            // A long compaction must not hold writers up: a memtable frozen meanwhile
+            // is flushed between two output tables. Its L0 table is newer than every
+            // input and is not one, so the merge below is unaffected.
+            while self.flush_oldest(maint)? {}
             let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
             let target = self.options.target_file_size;
             let chunk = ChunkUntil {
@@ -811,8 +815,13 @@ impl Inner {
             }
         }
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
-        let next = version.apply(&removed, added);
-        self.install(maint, next, view.mem_wal_min(), |current| {
+        // The edit applies to the current version, which may hold tables flushed
+        // during the merge, and the oldest WAL still needed is read now: a flush may
+        // have retired one since the merge began, and the manifest must never name an
+        // older log again.
+        let current = self.current();
+        let next = current.version.apply(&removed, added);
+        self.install(maint, next, current.mem_wal_min(), |current| {
             current.imm.clone()
         })?;
         self.notify_progress();
