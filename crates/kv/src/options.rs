@@ -6,13 +6,17 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bloomkv_filter::{BloomPolicy, FilterPolicy};
+use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFileSystem};
 
 /// Which filter each new table carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Whatever builds new tables, a table's recorded policy name decides how it is read:
+/// the built-in policies and [`Options::extra_filter_policies`] are all consulted, so a
+/// store whose setting changed still reads its older tables with their filters.
+#[derive(Clone, Default)]
 pub enum FilterKind {
     /// Bloom filter with all of a key's probes inside one 64-byte cache line
     /// (RocksDB's FastLocalBloom idea): one cache miss per table per lookup.
@@ -22,6 +26,32 @@ pub enum FilterKind {
     StandardBloom,
     /// No filter: every table whose key range covers a key is read.
     None,
+    /// A user's own [`FilterPolicy`] builds new tables' filters; its
+    /// [`name`](FilterPolicy::name) is recorded in each table and opens them again.
+    /// It must honour the hash contract of [`bloomkv_filter::FilterBuilder`]: the
+    /// store probes with `may_contain_hash(KeyHash::of(key))`.
+    Custom(Arc<dyn FilterPolicy>),
+}
+
+impl fmt::Debug for FilterKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FilterKind::CacheLocalBloom => f.write_str("CacheLocalBloom"),
+            FilterKind::StandardBloom => f.write_str("StandardBloom"),
+            FilterKind::None => f.write_str("None"),
+            FilterKind::Custom(policy) => write!(f, "Custom({})", policy.name()),
+        }
+    }
+}
+
+impl PartialEq for FilterKind {
+    /// Built-in kinds by variant; custom policies by the name they record in tables.
+    fn eq(&self, other: &FilterKind) -> bool {
+        match (self, other) {
+            (FilterKind::Custom(a), FilterKind::Custom(b)) => a.name() == b.name(),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
 }
 
 /// Store configuration. `Options::default()` is a sound start; change what you need.
@@ -80,6 +110,11 @@ pub struct Options {
     pub create_if_missing: bool,
     /// The file layer every file operation goes through. Default: the operating system's.
     pub file_system: Arc<dyn FileSystem>,
+    /// More policies to read existing tables with, matched by the name each table
+    /// recorded (the built-in Bloom layouts are always known). A table whose policy is
+    /// in neither list is read without its filter and counted in
+    /// `DbStats::filter_unknown_policy`. Default empty.
+    pub extra_filter_policies: Vec<Arc<dyn FilterPolicy>>,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -118,6 +153,7 @@ impl Default for Options {
             max_open_files: 1000,
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),
+            extra_filter_policies: Vec::new(),
         }
     }
 }
@@ -148,6 +184,14 @@ impl fmt::Debug for Options {
             .field("max_open_files", &self.max_open_files)
             .field("create_if_missing", &self.create_if_missing)
             .field("file_system", &self.file_system)
+            .field(
+                "extra_filter_policies",
+                &self
+                    .extra_filter_policies
+                    .iter()
+                    .map(|p| p.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -208,8 +252,12 @@ impl Options {
 
     /// The policy that builds new tables' filters, or `None` for [`FilterKind::None`].
     pub(crate) fn filter_policy(&self) -> Result<Option<Arc<dyn FilterPolicy>>> {
-        let policy: Arc<dyn FilterPolicy> = match self.filter {
+        let policy: Arc<dyn FilterPolicy> = match &self.filter {
             FilterKind::None => return Ok(None),
+            FilterKind::Custom(policy) => {
+                check_hash_contract(policy.as_ref())?;
+                Arc::clone(policy)
+            }
             FilterKind::CacheLocalBloom => Arc::new(
                 BloomPolicy::cache_local(self.bits_per_key)
                     .map_err(|e| Error::InvalidArgument(e.to_string()))?,
@@ -227,10 +275,16 @@ impl Options {
     pub(crate) fn known_policies(&self) -> Result<Vec<Arc<dyn FilterPolicy>>> {
         let bpk = self.bits_per_key;
         let to_err = |e: bloomkv_filter::FilterError| Error::InvalidArgument(e.to_string());
-        Ok(vec![
-            Arc::new(BloomPolicy::cache_local(bpk).map_err(to_err)?),
-            Arc::new(BloomPolicy::standard(bpk).map_err(to_err)?),
-        ])
+        let mut policies: Vec<Arc<dyn FilterPolicy>> = Vec::new();
+        // The policy writing new tables first, so its name finds it before a
+        // same-named registered one.
+        if let FilterKind::Custom(policy) = &self.filter {
+            policies.push(Arc::clone(policy));
+        }
+        policies.extend(self.extra_filter_policies.iter().cloned());
+        policies.push(Arc::new(BloomPolicy::cache_local(bpk).map_err(to_err)?));
+        policies.push(Arc::new(BloomPolicy::standard(bpk).map_err(to_err)?));
+        Ok(policies)
     }
 
     /// Size budget of `level` (≥ 1).
@@ -241,4 +295,39 @@ impl Options {
         }
         bytes
     }
+}
+
+/// Checks a user's policy against the store's hash contract before any table is
+/// written with it: the table builder adds keys with `add_key`, lookups probe with
+/// `may_contain_hash(KeyHash::of(key))`, so both must agree on the hash. A builder that
+/// hashes differently would answer "absent" for keys a table holds (false negatives,
+/// lost data); it is refused at open with `InvalidArgument` instead.
+fn check_hash_contract(policy: &dyn FilterPolicy) -> Result<()> {
+    let keys: Vec<Vec<u8>> = (0u32..200)
+        .map(|i| {
+            let len = (i as usize * 7) % 40;
+            (0..len).map(|j| (i as usize * 31 + j) as u8).collect()
+        })
+        .collect();
+    let mut builder = policy.new_builder();
+    for key in &keys {
+        builder.add_key(key);
+    }
+    let block = builder.finish();
+    let reader = policy.open_reader(&block).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "filter policy {} cannot open a block it built: {e}",
+            policy.name()
+        ))
+    })?;
+    for key in &keys {
+        if !reader.may_contain_hash(KeyHash::of(key)) || !reader.may_contain(key) {
+            return Err(Error::InvalidArgument(format!(
+                "filter policy {} breaks the hash contract: a key added with add_key is \
+                 absent for may_contain_hash(KeyHash::of(key)); the store would lose it",
+                policy.name()
+            )));
+        }
+    }
+    Ok(())
 }

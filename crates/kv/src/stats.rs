@@ -41,6 +41,9 @@ pub struct Counters {
     pub bytes_read: AtomicU64,
     /// Filter blocks that failed validation and were ignored (tables read without them).
     pub filter_corrupt: AtomicU64,
+    /// Tables opened without their filter because no known policy has the name the
+    /// table recorded.
+    pub filter_unknown_policy: AtomicU64,
     /// Writes that waited for background work (L0 slowdown or stop, or a full set of
     /// frozen memtables).
     pub write_stalls: AtomicU64,
@@ -117,6 +120,9 @@ pub struct DbStats {
     pub bytes_read: u64,
     /// Filters ignored because they failed validation.
     pub filter_corrupt: u64,
+    /// Tables read without their filter because the policy name they recorded is not
+    /// registered (`FilterKind::Custom`, `Options::extra_filter_policies`).
+    pub filter_unknown_policy: u64,
     /// Writes that waited for flush or compaction (RocksDB's `STALL_MICROS` family).
     pub write_stalls: u64,
     /// Microseconds writes spent waiting.
@@ -168,6 +174,7 @@ impl Counters {
             data_block_reads: get(&self.data_block_reads),
             bytes_read: get(&self.bytes_read),
             filter_corrupt: get(&self.filter_corrupt),
+            filter_unknown_policy: get(&self.filter_unknown_policy),
             write_stalls: get(&self.write_stalls),
             write_stall_micros: get(&self.write_stall_micros),
             open_table_files: 0,

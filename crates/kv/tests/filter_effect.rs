@@ -110,7 +110,7 @@ fn absent_keys_skip_nearly_every_table_standard() {
 #[test]
 fn present_keys_read_about_one_block() {
     for filter in [FilterKind::CacheLocalBloom, FilterKind::StandardBloom] {
-        let (_dir, db) = load(filter);
+        let (_dir, db) = load(filter.clone());
         let d = present_lookups(&db);
         let per_get = d.data_block_reads as f64 / LOOKUPS as f64;
         assert!(

@@ -71,7 +71,7 @@ fn run(seed: u64, steps: usize, filter: FilterKind) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-    let mut db = Db::open(dir.path(), options(filter)).unwrap();
+    let mut db = Db::open(dir.path(), options(filter.clone())).unwrap();
     for step in 0..steps {
         match rng.gen_range(0..100) {
             0..=39 => {
@@ -109,7 +109,7 @@ fn run(seed: u64, steps: usize, filter: FilterKind) {
             95..=96 => db.compact().unwrap(),
             _ => {
                 db.close().unwrap();
-                db = Db::open(dir.path(), options(filter)).unwrap();
+                db = Db::open(dir.path(), options(filter.clone())).unwrap();
             }
         }
     }

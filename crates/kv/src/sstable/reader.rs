@@ -156,7 +156,11 @@ impl Table {
             Some(handle) => {
                 let name = &properties.filter_policy;
                 match policies.iter().find(|p| p.name() == name) {
-                    None => (None, FilterState::UnknownPolicy(name.clone())),
+                    None => {
+                        // Fail open, and say why: not damage, a name nobody registered.
+                        stats::bump(&file.counters().filter_unknown_policy);
+                        (None, FilterState::UnknownPolicy(name.clone()))
+                    }
                     Some(policy) => {
                         let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
                             policy.open_reader(bytes).map_err(|e| {
