@@ -37,11 +37,12 @@ use crate::manifest::{self, ManifestState, TableMeta};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+use crate::recovery::{self, RecoveryReport};
 use crate::sstable::{Table, TableBuilder, TableOptions};
-use crate::stats::{bump, Counters, DbStats, ReadTally};
+use crate::stats::{add, bump, Counters, DbStats, ReadTally};
 use crate::types::{Entry, SeqNo, ValueKind};
 use crate::version::{TableHandle, Version};
-use crate::wal::{self, WalWriter};
+use crate::wal::WalWriter;
 use crate::write_batch::{self, WriteBatch};
 
 /// An open store. `Send + Sync`: share it between threads with an `Arc`.
@@ -60,6 +61,8 @@ use crate::write_batch::{self, WriteBatch};
 pub struct Db {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// What open replayed from the logs and what it dropped.
+    recovery: RecoveryReport,
 }
 
 /// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
@@ -209,24 +212,17 @@ impl Db {
             })
             .collect();
         wals.sort_unstable();
-        let recovered = Memtable::new();
-        let mut last_seq = state.last_sequence();
-        for (i, &number) in wals.iter().enumerate() {
-            let path = filename::wal_path(&dir, number);
-            let replay = wal::read_wal(fs.as_ref(), &path)?;
-            if replay.torn_tail_bytes > 0 && i + 1 < wals.len() {
-                return Err(Error::corruption(
-                    &path,
-                    "torn record in a WAL that a newer WAL follows",
-                ));
-            }
-            for record in &replay.records {
-                for e in write_batch::decode(record, &path)?.into_entries() {
-                    last_seq = last_seq.max(e.seq);
-                    recovered.apply(e.seq, e.kind, e.key, e.value);
-                }
-            }
-        }
+        let replayed = recovery::replay(
+            fs.as_ref(),
+            &dir,
+            &wals,
+            options.wal_recovery,
+            state.last_sequence(),
+        )?;
+        let recovered = replayed.memtable;
+        let last_seq = replayed.last_seq;
+        let report = replayed.report;
+        add(&counters.wal_tail_bytes_dropped, report.bytes_dropped());
 
         let mut maint = Maint {
             compact_pointer: vec![None; NUM_LEVELS],
@@ -302,9 +298,17 @@ impl Db {
         let db = Db {
             inner,
             worker: Mutex::new(Some(worker)),
+            recovery: report,
         };
         db.inner.schedule();
         Ok(db)
+    }
+
+    /// What open replayed from the write-ahead logs and what it dropped (see
+    /// [`WalRecovery`](crate::WalRecovery) for what each mode drops; the byte count is
+    /// also `DbStats::wal_tail_bytes_dropped`).
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
     }
 
     /// Sets `key` to `value`.

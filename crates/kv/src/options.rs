@@ -10,6 +10,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFileSystem};
+use crate::recovery::WalRecovery;
 
 /// Which filter each new table carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -68,6 +69,10 @@ pub struct Options {
     pub create_if_missing: bool,
     /// The file layer every file operation goes through. Default: the operating system's.
     pub file_system: Arc<dyn FileSystem>,
+    /// What open does with WAL bytes that are not a valid record (see [`WalRecovery`]
+    /// for exactly what each mode keeps and drops). Default
+    /// [`WalRecovery::TolerateCorruptTail`].
+    pub wal_recovery: WalRecovery,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -96,6 +101,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),
+            wal_recovery: WalRecovery::TolerateCorruptTail,
         }
     }
 }
@@ -117,6 +123,7 @@ impl fmt::Debug for Options {
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field("create_if_missing", &self.create_if_missing)
             .field("file_system", &self.file_system)
+            .field("wal_recovery", &self.wal_recovery)
             .finish()
     }
 }

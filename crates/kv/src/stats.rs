@@ -41,6 +41,8 @@ pub struct Counters {
     pub bytes_read: AtomicU64,
     /// Filter blocks that failed validation and were ignored (tables read without them).
     pub filter_corrupt: AtomicU64,
+    /// WAL bytes the last open did not replay (see `RecoveryReport`).
+    pub wal_tail_bytes_dropped: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -116,6 +118,9 @@ pub struct DbStats {
     pub tables_per_level: Vec<usize>,
     /// Bytes of filter held in memory across all live tables.
     pub filter_memory_bytes: u64,
+    /// WAL bytes that open did not replay: torn tails, and whatever the chosen
+    /// `WalRecovery` mode skipped or cut (listed in `Db::recovery_report`).
+    pub wal_tail_bytes_dropped: u64,
 }
 
 impl DbStats {
@@ -159,6 +164,7 @@ impl Counters {
             filter_corrupt: get(&self.filter_corrupt),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
+            wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
         }
     }
 }
