@@ -75,6 +75,30 @@ fn put_get_delete_scan_round_trip() {
 }
 
 #[test]
+fn a_hundred_command_line_puts_leave_at_most_a_handful_of_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("db");
+    let d = d.to_str().unwrap();
+    for i in 0..100 {
+        let (k, v) = (format!("key{i:03}"), format!("value{i}"));
+        let o = bloomkv(&["put", d, &k, &v]);
+        assert!(o.status.success(), "put {i}: {}", stderr(&o));
+    }
+    let files: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let tables = files.iter().filter(|n| n.ends_with(".sst")).count();
+    let logs = files.iter().filter(|n| n.ends_with(".wal")).count();
+    assert!(tables <= 3, "{tables} tables: {files:?}");
+    assert_eq!(logs, 1, "the runs share one log: {files:?}");
+    let o = bloomkv(&["scan", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected: String = (0..100).map(|i| format!("key{i:03}\tvalue{i}\n")).collect();
+    assert_eq!(stdout(&o), expected);
+}
+
+#[test]
 fn tools_refuse_a_directory_without_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nothing-here");

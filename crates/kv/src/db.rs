@@ -66,11 +66,18 @@ pub struct Db {
 }
 
 /// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
+///
+/// Each memtable is backed by a run of consecutive WALs and records the OLDEST of
+/// them: its writes are in that log and every later one, up to (not including) the
+/// log recorded by the next memtable (for the live memtable: up to the log the writer
+/// appends to). Usually the run is one log; after an open that kept a recovered log
+/// it can be several (see [`Db::open`]). Retiring every log below the oldest memtable's
+/// number therefore never retires a log that unflushed data still needs.
 struct View {
-    /// The memtable taking writes, and the number of the WAL that backs it.
+    /// The memtable taking writes, and the oldest WAL backing it.
     mem: Arc<Memtable>,
     mem_wal: u64,
-    /// Frozen memtables waiting for flush, oldest first, each with its WAL number.
+    /// Frozen memtables waiting for flush, oldest first, each with its oldest WAL.
     imm: Vec<(Arc<Memtable>, u64)>,
     /// The live tables.
     version: Arc<Version>,
@@ -129,7 +136,21 @@ impl Db {
     /// Opens the store in `path`, creating it if `options.create_if_missing`.
     ///
     /// Recovery: the manifest names the live tables; every WAL it does not retire is
-    /// replayed (a torn last record is dropped), written out as an L0 table, and retired.
+    /// replayed, oldest first, under `options.wal_recovery` (what was dropped is in
+    /// [`Db::recovery_report`]). Then one of two things happens:
+    ///
+    /// * **Kept.** Every log replayed cleanly (nothing dropped) and the writes fit in
+    ///   less than `memtable_size`: they become the live memtable, backed by the logs
+    ///   they came from, and the newest log is reopened for appending. Nothing is
+    ///   written at open, and a program that opens, writes a little and exits (a
+    ///   command-line `put`) adds to one log instead of leaving a table per run. The
+    ///   manifest already keeps every log from the oldest replayed one; the next flush
+    ///   retires them all at once (its manifest names the log after them, and only
+    ///   then are they deleted).
+    /// * **Flushed.** Otherwise (a tail was dropped or a record skipped, or the writes
+    ///   are large) they are written to an L0 table, a manifest that retires the old
+    ///   logs is made durable, and a fresh log is started: a damaged log is never
+    ///   written after.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref().to_path_buf();
@@ -221,7 +242,7 @@ impl Db {
         )?;
         let recovered = replayed.memtable;
         let last_seq = replayed.last_seq;
-        let report = replayed.report;
+        let mut report = replayed.report;
         add(&counters.wal_tail_bytes_dropped, report.bytes_dropped());
 
         let mut maint = Maint {
@@ -229,42 +250,58 @@ impl Db {
             last_sequence: state.last_sequence(),
         };
         let mut inner_version = version;
-        if !recovered.is_empty() {
-            let number = next_file_number.fetch_add(1, Ordering::Relaxed);
-            let handle = build_table(
-                &fs,
-                &dir,
-                number,
-                &options,
-                &policy,
-                &counters,
-                &policies,
-                recovered.iter().map(Ok),
-            )?;
-            if let Some(handle) = handle {
-                inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+        let keep = recovery::can_keep(&report, &recovered, options.memtable_size);
+        let (mem, mem_wal, wal_file) = match (wals.first(), wals.last()) {
+            (Some(&oldest), Some(&newest)) if keep => {
+                // The logs replayed cleanly and hold less than a memtable: they stay
+                // the memtable's logs, and writes go on appending to the newest. No
+                // manifest change is needed: it already keeps every log from `oldest`.
+                let file = fs.open_append(&filename::wal_path(&dir, newest))?;
+                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
+                remove_obsolete(&fs, &dir, &live, oldest);
+                report.kept_in_memtable = true;
+                (recovered, oldest, file)
             }
-            maint.last_sequence = last_seq;
-        }
+            _ => {
+                if !recovered.is_empty() {
+                    let number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                    let handle = build_table(
+                        &fs,
+                        &dir,
+                        number,
+                        &options,
+                        &policy,
+                        &counters,
+                        &policies,
+                        recovered.iter().map(Ok),
+                    )?;
+                    if let Some(handle) = handle {
+                        inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+                    }
+                    maint.last_sequence = last_seq;
+                }
 
-        // A manifest that retires the old WALs, then the fresh WAL it names. In this
-        // order, a crash or error in between leaves no WAL newer than one with a torn
-        // tail, and no WAL without a manifest (either would refuse the next open); a
-        // named WAL that does not exist yet simply holds no writes.
-        let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
-        let next = next_file_number.load(Ordering::Relaxed);
-        write_state(
-            &fs,
-            &dir,
-            &inner_version,
-            wal_number,
-            next,
-            maint.last_sequence,
-        )?;
-        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
-        fs.sync_dir(&dir)?;
-        let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
-        remove_obsolete(&fs, &dir, &live, wal_number);
+                // A manifest that retires the old WALs, then the fresh WAL it names. In
+                // this order, a crash or error in between leaves no WAL newer than one
+                // with a torn tail, and no WAL without a manifest (either would refuse
+                // the next open); a named WAL that does not exist yet holds no writes.
+                let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                let next = next_file_number.load(Ordering::Relaxed);
+                write_state(
+                    &fs,
+                    &dir,
+                    &inner_version,
+                    wal_number,
+                    next,
+                    maint.last_sequence,
+                )?;
+                let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+                fs.sync_dir(&dir)?;
+                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
+                remove_obsolete(&fs, &dir, &live, wal_number);
+                (Memtable::new(), wal_number, wal_file)
+            }
+        };
 
         let inner = Arc::new(Inner {
             fs,
@@ -273,8 +310,8 @@ impl Db {
             counters,
             next_file_number,
             view: RwLock::new(Arc::new(View {
-                mem: Arc::new(Memtable::new()),
-                mem_wal: wal_number,
+                mem: Arc::new(mem),
+                mem_wal,
                 imm: Vec::new(),
                 version: Arc::new(inner_version),
             })),

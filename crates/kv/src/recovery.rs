@@ -197,6 +197,13 @@ pub(crate) struct Replayed {
     pub report: RecoveryReport,
 }
 
+/// Whether open may keep the replayed writes as its live memtable and append to the
+/// newest log: only when nothing was dropped (a log with a damaged tail must never be
+/// appended to) and the writes are smaller than a memtable.
+pub(crate) fn can_keep(report: &RecoveryReport, memtable: &Memtable, memtable_size: usize) -> bool {
+    !report.wals.is_empty() && report.is_clean() && memtable.approximate_size() < memtable_size
+}
+
 /// One stretch of a log, classified.
 enum Item {
     Valid(DecodedBatch),
