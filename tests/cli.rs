@@ -84,7 +84,7 @@ fn a_hundred_command_line_puts_leave_at_most_a_handful_of_tables() {
         let o = bloomkv(&["put", d, &k, &v]);
         assert!(o.status.success(), "put {i}: {}", stderr(&o));
     }
-    let files: Vec<String> = std::fs::read_dir(&d)
+    let files: Vec<String> = std::fs::read_dir(d)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
