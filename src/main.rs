@@ -1,5 +1,5 @@
 //! The `bloomkv` command line: the disk-I/O savings benchmark, the sizing calculator,
-//! and tools to look inside (`inspect`, `verify`) and use (`get`, `put`, `delete`,
+//! and tools to look inside (`inspect`, `verify`), mend (`repair`) and use (`get`, `put`, `delete`,
 //! `scan`) a store directory.
 
 use std::path::PathBuf;
@@ -41,6 +41,12 @@ enum Command {
     },
     /// Check every checksum of a store's files; non-zero exit on any problem.
     Verify {
+        /// The store directory.
+        dir: PathBuf,
+    },
+    /// Rebuild a store whose manifest, tables or logs are damaged (a store that
+    /// needs no repair is left unchanged; damaged tables go to DIR/lost/).
+    Repair {
         /// The store directory.
         dir: PathBuf,
     },
@@ -102,6 +108,10 @@ fn run(command: Command) -> CmdResult {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Repair { dir } => {
+            print!("{}", kv::repair(&dir, Options::default())?);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Get { dir, key } => {
             let db = open(&dir)?;

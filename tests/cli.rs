@@ -166,6 +166,22 @@ fn verify_passes_a_clean_store_and_finds_a_flipped_byte() {
 }
 
 #[test]
+fn repair_rebuilds_a_store_without_a_manifest_and_then_has_nothing_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    let d = dir.path().to_str().unwrap();
+    std::fs::remove_file(dir.path().join("MANIFEST")).unwrap();
+    assert!(!bloomkv(&["get", d, "key0007"]).status.success());
+    let o = bloomkv(&["repair", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("MANIFEST is missing"), "{}", stdout(&o));
+    let o = bloomkv(&["get", d, "key0007"]);
+    assert_eq!(stdout(&o), "value7\n", "{}", stderr(&o));
+    let o = bloomkv(&["repair", d]);
+    assert!(stdout(&o).contains("needs no repair"), "{}", stdout(&o));
+}
+
+#[test]
 fn inspect_names_the_damaged_file() {
     let dir = tempfile::tempdir().unwrap();
     small_store(dir.path());

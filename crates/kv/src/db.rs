@@ -937,7 +937,7 @@ fn range_overlaps(
     after_start && before_end
 }
 
-fn open_table(
+pub(crate) fn open_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     number: u64,
@@ -955,7 +955,7 @@ fn open_table(
 /// Writes `entries` as table `number`: temp name, fsync, rename, directory fsync, open.
 /// `None` if `entries` was empty.
 #[allow(clippy::too_many_arguments)]
-fn build_table(
+pub(crate) fn build_table(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     number: u64,
@@ -992,7 +992,7 @@ fn build_table(
 }
 
 /// Writes the manifest for `version` (atomic: temp file, fsync, rename, dir fsync).
-fn write_state(
+pub(crate) fn write_state(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     version: &Version,
@@ -1018,7 +1018,12 @@ fn write_state(
 
 /// Deletes tables the manifest no longer names, retired WALs and leftover temp files.
 /// Best effort: a file that cannot be deleted now is deleted at the next open.
-fn remove_obsolete(fs: &Arc<dyn FileSystem>, dir: &Path, live: &HashSet<u64>, live_wal: u64) {
+pub(crate) fn remove_obsolete(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    live: &HashSet<u64>,
+    live_wal: u64,
+) {
     let Ok(names) = fs.list(dir) else { return };
     for name in names {
         let obsolete = match parse_file_name(&name) {
@@ -1034,7 +1039,7 @@ fn remove_obsolete(fs: &Arc<dyn FileSystem>, dir: &Path, live: &HashSet<u64>, li
 }
 
 /// The number in a store file's name, if it has one.
-fn file_number(name: &str) -> Option<u64> {
+pub(crate) fn file_number(name: &str) -> Option<u64> {
     match parse_file_name(name)? {
         FileKind::Table(n) | FileKind::TempTable(n) | FileKind::Wal(n) => Some(n),
         _ => None,
