@@ -127,7 +127,7 @@ fn run(command: Command) -> CmdResult {
             }
         }
         Command::Put { dir, key, value } => {
-            let db = Db::open(&dir, Options::default())?;
+            let db = warn_dropped(Db::open(&dir, Options::default())?);
             db.put(&key, &value)?;
             db.close()?;
             Ok(ExitCode::SUCCESS)
@@ -172,6 +172,15 @@ fn open(dir: &std::path::Path) -> Result<Db, kv::Error> {
             ..Options::default()
         },
     )
+    .map(warn_dropped)
+}
+
+/// Says on stderr what recovery dropped from the logs, if anything.
+fn warn_dropped(db: Db) -> Db {
+    if !db.recovery_report().is_clean() {
+        eprintln!("bloomkv: recovery {}", db.recovery_report());
+    }
+    db
 }
 
 fn sizing_cmd(items: u64, fp_rate: f64) -> CmdResult {

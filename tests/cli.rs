@@ -181,6 +181,56 @@ fn repair_rebuilds_a_store_without_a_manifest_and_then_has_nothing_to_do() {
     assert!(stdout(&o).contains("needs no repair"), "{}", stdout(&o));
 }
 
+/// A store whose log holds 20 unflushed writes; returns the log's path.
+fn store_with_a_log(dir: &Path) -> std::path::PathBuf {
+    let db = bloomkv::Db::open(dir, bloomkv::Options::default()).unwrap();
+    for i in 0..20 {
+        db.put(format!("key{i:04}"), format!("value{i}")).unwrap();
+    }
+    db.close().unwrap();
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .expect("a log")
+}
+
+#[test]
+fn verify_says_which_recovery_mode_opens_a_damaged_log_and_what_it_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = store_with_a_log(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let clean = std::fs::read(&wal).unwrap();
+
+    // Garbage after the last record: the default mode opens it, dropping 77 bytes.
+    let mut bytes = clean.clone();
+    bytes.extend_from_slice(&[0x5a; 77]);
+    std::fs::write(&wal, &bytes).unwrap();
+    let o = bloomkv(&["verify", d]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("TolerateCorruptTail (default): opens"),
+        "{out}"
+    );
+    assert!(out.contains("dropped 77 byte(s)"), "{out}");
+    assert!(out.contains("AbsoluteConsistency: does not open"), "{out}");
+
+    // Damage in the middle: the default mode refuses; skipping or stopping opens it.
+    let mut bytes = clean;
+    bytes[20] ^= 0x01;
+    std::fs::write(&wal, &bytes).unwrap();
+    let o = bloomkv(&["verify", d]);
+    let out = stdout(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("TolerateCorruptTail (default): does not open"),
+        "{out}"
+    );
+    assert!(out.contains("SkipCorrupted: opens"), "{out}");
+    assert!(out.contains("PointInTime: opens"), "{out}");
+}
+
 #[test]
 fn inspect_names_the_damaged_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -55,7 +55,7 @@ pub mod write_batch;
 
 pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
-pub use inspect::{inspect, verify, Problem, StoreInfo, TableInfo, VerifyReport};
+pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterKind, Options, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
 pub use repair::{repair, MovedTable, RepairReport};

@@ -176,7 +176,7 @@ impl fmt::Display for RecoveryReport {
         for d in &self.dropped {
             write!(
                 f,
-                "\n  {} offset {}: {} byte(s), {}",
+                "\n    {} offset {}: {} byte(s), {}",
                 filename::wal_file_name(d.wal),
                 d.offset,
                 d.len,
