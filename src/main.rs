@@ -1,5 +1,5 @@
 //! The `bloomkv` command line: the disk-I/O savings benchmark, the sizing calculator,
-//! and tools to look inside (`inspect`, `verify`) and use (`get`, `put`, `delete`,
+//! and tools to look inside (`inspect`, `verify`), mend (`repair`) and use (`get`, `put`, `delete`,
 //! `scan`) a store directory.
 
 use std::path::PathBuf;
@@ -41,6 +41,12 @@ enum Command {
     },
     /// Check every checksum of a store's files; non-zero exit on any problem.
     Verify {
+        /// The store directory.
+        dir: PathBuf,
+    },
+    /// Rebuild a store whose manifest, tables or logs are damaged (a store that
+    /// needs no repair is left unchanged; damaged tables go to DIR/lost/).
+    Repair {
         /// The store directory.
         dir: PathBuf,
     },
@@ -103,6 +109,10 @@ fn run(command: Command) -> CmdResult {
                 ExitCode::FAILURE
             })
         }
+        Command::Repair { dir } => {
+            print!("{}", kv::repair(&dir, Options::default())?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Get { dir, key } => {
             let db = open(&dir)?;
             match db.get(&key)? {
@@ -117,7 +127,7 @@ fn run(command: Command) -> CmdResult {
             }
         }
         Command::Put { dir, key, value } => {
-            let db = Db::open(&dir, Options::default())?;
+            let db = warn_dropped(Db::open(&dir, Options::default())?);
             db.put(&key, &value)?;
             db.close()?;
             Ok(ExitCode::SUCCESS)
@@ -162,6 +172,15 @@ fn open(dir: &std::path::Path) -> Result<Db, kv::Error> {
             ..Options::default()
         },
     )
+    .map(warn_dropped)
+}
+
+/// Says on stderr what recovery dropped from the logs, if anything.
+fn warn_dropped(db: Db) -> Db {
+    if !db.recovery_report().is_clean() {
+        eprintln!("bloomkv: recovery {}", db.recovery_report());
+    }
+    db
 }
 
 fn sizing_cmd(items: u64, fp_rate: f64) -> CmdResult {

@@ -75,6 +75,30 @@ fn put_get_delete_scan_round_trip() {
 }
 
 #[test]
+fn a_hundred_command_line_puts_leave_at_most_a_handful_of_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("db");
+    let d = d.to_str().unwrap();
+    for i in 0..100 {
+        let (k, v) = (format!("key{i:03}"), format!("value{i}"));
+        let o = bloomkv(&["put", d, &k, &v]);
+        assert!(o.status.success(), "put {i}: {}", stderr(&o));
+    }
+    let files: Vec<String> = std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let tables = files.iter().filter(|n| n.ends_with(".sst")).count();
+    let logs = files.iter().filter(|n| n.ends_with(".wal")).count();
+    assert!(tables <= 3, "{tables} tables: {files:?}");
+    assert_eq!(logs, 1, "the runs share one log: {files:?}");
+    let o = bloomkv(&["scan", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let expected: String = (0..100).map(|i| format!("key{i:03}\tvalue{i}\n")).collect();
+    assert_eq!(stdout(&o), expected);
+}
+
+#[test]
 fn tools_refuse_a_directory_without_a_store() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nothing-here");
@@ -139,6 +163,72 @@ fn verify_passes_a_clean_store_and_finds_a_flipped_byte() {
         out.contains("at offset 0"),
         "the first block starts at offset 0: {out}"
     );
+}
+
+#[test]
+fn repair_rebuilds_a_store_without_a_manifest_and_then_has_nothing_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    small_store(dir.path());
+    let d = dir.path().to_str().unwrap();
+    std::fs::remove_file(dir.path().join("MANIFEST")).unwrap();
+    assert!(!bloomkv(&["get", d, "key0007"]).status.success());
+    let o = bloomkv(&["repair", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("MANIFEST is missing"), "{}", stdout(&o));
+    let o = bloomkv(&["get", d, "key0007"]);
+    assert_eq!(stdout(&o), "value7\n", "{}", stderr(&o));
+    let o = bloomkv(&["repair", d]);
+    assert!(stdout(&o).contains("needs no repair"), "{}", stdout(&o));
+}
+
+/// A store whose log holds 20 unflushed writes; returns the log's path.
+fn store_with_a_log(dir: &Path) -> std::path::PathBuf {
+    let db = bloomkv::Db::open(dir, bloomkv::Options::default()).unwrap();
+    for i in 0..20 {
+        db.put(format!("key{i:04}"), format!("value{i}")).unwrap();
+    }
+    db.close().unwrap();
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "wal"))
+        .expect("a log")
+}
+
+#[test]
+fn verify_says_which_recovery_mode_opens_a_damaged_log_and_what_it_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = store_with_a_log(dir.path());
+    let d = dir.path().to_str().unwrap();
+    let clean = std::fs::read(&wal).unwrap();
+
+    // Garbage after the last record: the default mode opens it, dropping 77 bytes.
+    let mut bytes = clean.clone();
+    bytes.extend_from_slice(&[0x5a; 77]);
+    std::fs::write(&wal, &bytes).unwrap();
+    let o = bloomkv(&["verify", d]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("TolerateCorruptTail (default): opens"),
+        "{out}"
+    );
+    assert!(out.contains("dropped 77 byte(s)"), "{out}");
+    assert!(out.contains("AbsoluteConsistency: does not open"), "{out}");
+
+    // Damage in the middle: the default mode refuses; skipping or stopping opens it.
+    let mut bytes = clean;
+    bytes[20] ^= 0x01;
+    std::fs::write(&wal, &bytes).unwrap();
+    let o = bloomkv(&["verify", d]);
+    let out = stdout(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(
+        out.contains("TolerateCorruptTail (default): does not open"),
+        "{out}"
+    );
+    assert!(out.contains("SkipCorrupted: opens"), "{out}");
+    assert!(out.contains("PointInTime: opens"), "{out}");
 }
 
 #[test]

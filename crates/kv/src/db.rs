@@ -38,12 +38,13 @@ use crate::manifest::{self, ManifestState, TableMeta};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, NUM_LEVELS};
+use crate::recovery::{self, RecoveryReport};
 use crate::sstable::{Table, TableBuilder, TableFile, TableOptions};
 use crate::stats::{add, bump, Counters, DbStats, ReadTally};
 use crate::table_cache::TableCache;
 use crate::types::{Entry, SeqNo, ValueKind};
 use crate::version::{TableHandle, Version};
-use crate::wal::{self, WalWriter};
+use crate::wal::WalWriter;
 use crate::write_batch::{self, WriteBatch};
 
 /// An open store. `Send + Sync`: share it between threads with an `Arc`.
@@ -62,14 +63,23 @@ use crate::write_batch::{self, WriteBatch};
 pub struct Db {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// What open replayed from the logs and what it dropped.
+    recovery: RecoveryReport,
 }
 
 /// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
+///
+/// Each memtable is backed by a run of consecutive WALs and records the OLDEST of
+/// them: its writes are in that log and every later one, up to (not including) the
+/// log recorded by the next memtable (for the live memtable: up to the log the writer
+/// appends to). Usually the run is one log; after an open that kept a recovered log
+/// it can be several (see [`Db::open`]). Retiring every log below the oldest memtable's
+/// number therefore never retires a log that unflushed data still needs.
 struct View {
-    /// The memtable taking writes, and the number of the WAL that backs it.
+    /// The memtable taking writes, and the oldest WAL backing it.
     mem: Arc<Memtable>,
     mem_wal: u64,
-    /// Frozen memtables waiting for flush, oldest first, each with its WAL number.
+    /// Frozen memtables waiting for flush, oldest first, each with its oldest WAL.
     imm: Vec<(Arc<Memtable>, u64)>,
     /// The live tables.
     version: Arc<Version>,
@@ -136,7 +146,21 @@ impl Db {
     /// Opens the store in `path`, creating it if `options.create_if_missing`.
     ///
     /// Recovery: the manifest names the live tables; every WAL it does not retire is
-    /// replayed (a torn last record is dropped), written out as an L0 table, and retired.
+    /// replayed, oldest first, under `options.wal_recovery` (what was dropped is in
+    /// [`Db::recovery_report`]). Then one of two things happens:
+    ///
+    /// * **Kept.** Every log replayed cleanly (nothing dropped) and the writes fit in
+    ///   less than `memtable_size`: they become the live memtable, backed by the logs
+    ///   they came from, and the newest log is reopened for appending. Nothing is
+    ///   written at open, and a program that opens, writes a little and exits (a
+    ///   command-line `put`) adds to one log instead of leaving a table per run. The
+    ///   manifest already keeps every log from the oldest replayed one; the next flush
+    ///   retires them all at once (its manifest names the log after them, and only
+    ///   then are they deleted).
+    /// * **Flushed.** Otherwise (a tail was dropped or a record skipped, or the writes
+    ///   are large) they are written to an L0 table, a manifest that retires the old
+    ///   logs is made durable, and a fresh log is started: a damaged log is never
+    ///   written after.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref().to_path_buf();
@@ -220,67 +244,76 @@ impl Db {
             })
             .collect();
         wals.sort_unstable();
-        let recovered = Memtable::new();
-        let mut last_seq = state.last_sequence();
-        for (i, &number) in wals.iter().enumerate() {
-            let path = filename::wal_path(&dir, number);
-            let replay = wal::read_wal(fs.as_ref(), &path)?;
-            if replay.torn_tail_bytes > 0 && i + 1 < wals.len() {
-                return Err(Error::corruption(
-                    &path,
-                    "torn record in a WAL that a newer WAL follows",
-                ));
-            }
-            for record in &replay.records {
-                for e in write_batch::decode(record, &path)?.into_entries() {
-                    last_seq = last_seq.max(e.seq);
-                    recovered.apply(e.seq, e.kind, e.key, e.value);
-                }
-            }
-        }
+        let replayed = recovery::replay(
+            fs.as_ref(),
+            &dir,
+            &wals,
+            options.wal_recovery,
+            state.last_sequence(),
+        )?;
+        let recovered = replayed.memtable;
+        let last_seq = replayed.last_seq;
+        let mut report = replayed.report;
+        add(&counters.wal_tail_bytes_dropped, report.bytes_dropped());
 
         let mut maint = Maint {
             compact_pointer: vec![None; NUM_LEVELS],
             last_sequence: state.last_sequence(),
         };
         let mut inner_version = version;
-        if !recovered.is_empty() {
-            let number = next_file_number.fetch_add(1, Ordering::Relaxed);
-            let handle = build_table(
-                &fs,
-                &table_cache,
-                &dir,
-                number,
-                &options,
-                &policy,
-                &counters,
-                &policies,
-                recovered.iter().map(Ok),
-            )?;
-            if let Some(handle) = handle {
-                inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+        let keep = recovery::can_keep(&report, &recovered, options.memtable_size);
+        let (mem, mem_wal, wal_file) = match (wals.first(), wals.last()) {
+            (Some(&oldest), Some(&newest)) if keep => {
+                // The logs replayed cleanly and hold less than a memtable: they stay
+                // the memtable's logs, and writes go on appending to the newest. No
+                // manifest change is needed: it already keeps every log from `oldest`.
+                let file = fs.open_append(&filename::wal_path(&dir, newest))?;
+                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
+                remove_obsolete(&fs, &dir, Some(&live), oldest);
+                report.kept_in_memtable = true;
+                (recovered, oldest, file)
             }
-            maint.last_sequence = last_seq;
-        }
+            _ => {
+                if !recovered.is_empty() {
+                    let number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                    let handle = build_table(
+                        &fs,
+                        &table_cache,
+                        &dir,
+                        number,
+                        &options,
+                        &policy,
+                        &counters,
+                        &policies,
+                        recovered.iter().map(Ok),
+                    )?;
+                    if let Some(handle) = handle {
+                        inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+                    }
+                    maint.last_sequence = last_seq;
+                }
 
-        // A manifest that retires the old WALs, then the fresh WAL it names. In this
-        // order, a crash or error in between leaves no WAL newer than one with a torn
-        // tail, and no WAL without a manifest (either would refuse the next open); a
-        // named WAL that does not exist yet simply holds no writes.
-        let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
-        let next = next_file_number.load(Ordering::Relaxed);
-        write_state(
-            &fs,
-            &dir,
-            &inner_version,
-            wal_number,
-            next,
-            maint.last_sequence,
-        )?;
-        let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
-        fs.sync_dir(&dir)?;
-        let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
-        remove_obsolete(&fs, &dir, Some(&live), wal_number);
+                // A manifest that retires the old WALs, then the fresh WAL it names. In
+                // this order, a crash or error in between leaves no WAL newer than one
+                // with a torn tail, and no WAL without a manifest (either would refuse
+                // the next open); a named WAL that does not exist yet holds no writes.
+                let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                let next = next_file_number.load(Ordering::Relaxed);
+                write_state(
+                    &fs,
+                    &dir,
+                    &inner_version,
+                    wal_number,
+                    next,
+                    maint.last_sequence,
+                )?;
+                let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+                fs.sync_dir(&dir)?;
+                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
+                remove_obsolete(&fs, &dir, Some(&live), wal_number);
+                (Memtable::new(), wal_number, wal_file)
+            }
+        };
 
         let inner = Arc::new(Inner {
             fs,
@@ -290,8 +323,8 @@ impl Db {
             table_cache,
             next_file_number,
             view: RwLock::new(Arc::new(View {
-                mem: Arc::new(Memtable::new()),
-                mem_wal: wal_number,
+                mem: Arc::new(mem),
+                mem_wal,
                 imm: Vec::new(),
                 version: Arc::new(inner_version),
             })),
@@ -316,9 +349,17 @@ impl Db {
         let db = Db {
             inner,
             worker: Mutex::new(Some(worker)),
+            recovery: report,
         };
         db.inner.schedule();
         Ok(db)
+    }
+
+    /// What open replayed from the write-ahead logs and what it dropped (see
+    /// [`WalRecovery`](crate::WalRecovery) for what each mode drops; the byte count is
+    /// also `DbStats::wal_tail_bytes_dropped`).
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
     }
 
     /// Sets `key` to `value`.
@@ -993,7 +1034,7 @@ fn range_overlaps(
     after_start && before_end
 }
 
-fn open_table(
+pub(crate) fn open_table(
     cache: &Arc<TableCache>,
     dir: &Path,
     number: u64,
@@ -1012,7 +1053,7 @@ fn open_table(
 /// Writes `entries` as table `number`: temp name, fsync, rename, directory fsync, open.
 /// `None` if `entries` was empty.
 #[allow(clippy::too_many_arguments)]
-fn build_table(
+pub(crate) fn build_table(
     fs: &Arc<dyn FileSystem>,
     cache: &Arc<TableCache>,
     dir: &Path,
@@ -1050,7 +1091,7 @@ fn build_table(
 }
 
 /// Writes the manifest for `version` (atomic: temp file, fsync, rename, dir fsync).
-fn write_state(
+pub(crate) fn write_state(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     version: &Version,
@@ -1077,7 +1118,7 @@ fn write_state(
 /// Deletes retired WALs, leftover temp files and, given the live set (at open, when no
 /// reader exists yet), tables the manifest no longer names. Best effort: a file that
 /// cannot be deleted now is deleted at the next open.
-fn remove_obsolete(
+pub(crate) fn remove_obsolete(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,
     live: Option<&HashSet<u64>>,
@@ -1098,7 +1139,7 @@ fn remove_obsolete(
 }
 
 /// The number in a store file's name, if it has one.
-fn file_number(name: &str) -> Option<u64> {
+pub(crate) fn file_number(name: &str) -> Option<u64> {
     match parse_file_name(name)? {
         FileKind::Table(n) | FileKind::TempTable(n) | FileKind::Wal(n) => Some(n),
         _ => None,

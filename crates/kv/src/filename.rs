@@ -10,6 +10,7 @@
 //! MANIFEST         the list of live tables (see `manifest`)
 //! MANIFEST.tmp     a manifest being written; renamed to MANIFEST once synced
 //! LOCK             held while a store has the directory open
+//! lost/            tables `repair` found damaged, moved aside (never deleted)
 //! ```
 //!
 //! File numbers come from one counter (`next_file_number` in the manifest), so a
@@ -25,6 +26,8 @@ pub const MANIFEST: &str = "MANIFEST";
 pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
+/// The directory `repair` moves damaged tables into.
+pub const LOST_DIR: &str = "lost";
 
 const TABLE_SUFFIX: &str = ".sst";
 const TEMP_TABLE_SUFFIX: &str = ".sst.tmp";
@@ -85,6 +88,11 @@ pub fn manifest_path(dir: &Path) -> PathBuf {
 /// `dir/MANIFEST.tmp`
 pub fn manifest_tmp_path(dir: &Path) -> PathBuf {
     dir.join(MANIFEST_TMP)
+}
+
+/// `dir/lost`
+pub fn lost_dir(dir: &Path) -> PathBuf {
+    dir.join(LOST_DIR)
 }
 
 /// `dir/LOCK`

@@ -18,9 +18,9 @@ use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileSystem, OsFileSystem};
 use crate::manifest::{self, ManifestState};
 use crate::options::Options;
+use crate::recovery::{self, WalRecovery};
 use crate::sstable::{self, show_key, FilterState, Table};
 use crate::stats::Counters;
-use crate::wal;
 
 /// One live table, as `inspect` shows it.
 #[derive(Debug, Clone, Serialize)]
@@ -223,6 +223,22 @@ pub struct VerifyReport {
     pub problems: Vec<Problem>,
     /// Things worth knowing that are not damage (a torn WAL tail from a crash).
     pub notes: Vec<String>,
+    /// What each `WalRecovery` mode would do with the store's logs, default first.
+    pub recovery: Vec<ModeVerdict>,
+}
+
+/// What opening the store under one `WalRecovery` mode would do with its logs.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeVerdict {
+    /// The mode.
+    pub mode: WalRecovery,
+    /// Whether the store would open (its manifest and tables are sound and the mode
+    /// accepts the logs).
+    pub opens: bool,
+    /// WAL bytes it would drop.
+    pub dropped_bytes: u64,
+    /// What it would replay and drop, or why it refuses.
+    pub detail: String,
 }
 
 impl VerifyReport {
@@ -236,6 +252,36 @@ impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
+        }
+        // The mode verdicts matter only when some mode would drop or refuse something.
+        let damaged_logs = self
+            .recovery
+            .iter()
+            .any(|v| v.dropped_bytes > 0 || v.detail.starts_with("refuses"));
+        if damaged_logs {
+            writeln!(f, "the logs are damaged; opening with wal_recovery =")?;
+            for v in &self.recovery {
+                let default = if v.mode == WalRecovery::default() {
+                    " (default)"
+                } else {
+                    ""
+                };
+                let verdict = if v.opens {
+                    "opens"
+                } else if v.detail.starts_with("refuses") {
+                    "does not open"
+                } else {
+                    "would accept the logs, but the tables or manifest are damaged"
+                };
+                writeln!(f, "  {}{default}: {verdict}; {}", v.mode, v.detail)?;
+            }
+        }
+        if !self.problems.is_empty() && !self.recovery.iter().any(|v| v.opens) {
+            writeln!(
+                f,
+                "no recovery mode opens this store as it is: `bloomkv repair DIR` rebuilds it \
+                 from what verifies"
+            )?;
         }
         for p in &self.problems {
             match p.offset {
@@ -323,29 +369,50 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
         }
     }
     let first_wal = state.as_ref().map(|s| s.wal_number()).unwrap_or(0);
-    for name in &names {
-        let Some(FileKind::Wal(n)) = parse_file_name(name) else {
-            continue;
+    let mut wals: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match parse_file_name(n) {
+            Some(FileKind::Wal(n)) if n >= first_wal => Some(n),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    report.files_checked += wals.len();
+    let floor = state.as_ref().map_or(0, |s| s.last_sequence());
+    let tables_sound = report.problems.is_empty();
+    for mode in WalRecovery::ALL {
+        let verdict = match recovery::replay(&fs, dir, &wals, mode, floor) {
+            Ok(r) => ModeVerdict {
+                mode,
+                opens: tables_sound,
+                dropped_bytes: r.report.bytes_dropped(),
+                detail: r
+                    .report
+                    .to_string()
+                    .trim_start_matches(&format!("{mode}: "))
+                    .to_string(),
+            },
+            Err(e) => {
+                if mode == WalRecovery::default() {
+                    let file = match &e {
+                        Error::Corruption { file, .. } => file.clone(),
+                        _ => dir.to_path_buf(),
+                    };
+                    report.problems.push(Problem {
+                        file,
+                        offset: None,
+                        what: e.to_string(),
+                    });
+                }
+                ModeVerdict {
+                    mode,
+                    opens: false,
+                    dropped_bytes: 0,
+                    detail: format!("refuses: {e}"),
+                }
+            }
         };
-        if n < first_wal {
-            continue;
-        }
-        let path = dir.join(name);
-        report.files_checked += 1;
-        match wal::read_wal(&fs, &path) {
-            Ok(replay) if replay.torn_tail_bytes > 0 => report.notes.push(format!(
-                "{}: torn tail of {} bytes after {} records (a crash mid-write; dropped on open)",
-                path.display(),
-                replay.torn_tail_bytes,
-                replay.records.len()
-            )),
-            Ok(_) => {}
-            Err(e) => report.problems.push(Problem {
-                file: path,
-                offset: None,
-                what: e.to_string(),
-            }),
-        }
+        report.recovery.push(verdict);
     }
     Ok(report)
 }

@@ -24,6 +24,8 @@
 //! | `db.rs` | the store: write path, read path, background flush and compaction |
 //! | `options.rs` | configuration and its defaults |
 //! | `wal.rs`, `write_batch.rs` | the write-ahead log and the atomic batch it records |
+//! | `recovery.rs` | replaying the logs at open, under the chosen `WalRecovery` mode |
+//! | `repair.rs` | rebuilding a store whose manifest, tables or logs are damaged |
 //! | `memtable.rs` | the in-memory sorted table of recent writes |
 //! | `sstable/` | the table file: blocks, index, filter block, properties, footer |
 //! | `version.rs` | the set of live tables per level, and the per-level lookup |
@@ -43,6 +45,8 @@ pub mod manifest;
 pub mod memtable;
 mod merge;
 mod options;
+mod recovery;
+mod repair;
 pub mod sstable;
 mod stats;
 mod table_cache;
@@ -53,8 +57,10 @@ pub mod write_batch;
 
 pub use db::{Db, ScanIter};
 pub use error::{Error, Result};
-pub use inspect::{inspect, verify, Problem, StoreInfo, TableInfo, VerifyReport};
+pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
+pub use repair::{repair, MovedTable, RepairReport};
 pub use stats::{Counters, DbStats, ReadTally};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

@@ -10,6 +10,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFileSystem};
+use crate::recovery::WalRecovery;
 
 /// Which filter each new table carries.
 ///
@@ -115,6 +116,10 @@ pub struct Options {
     /// in neither list is read without its filter and counted in
     /// `DbStats::filter_unknown_policy`. Default empty.
     pub extra_filter_policies: Vec<Arc<dyn FilterPolicy>>,
+    /// What open does with WAL bytes that are not a valid record (see [`WalRecovery`]
+    /// for exactly what each mode keeps and drops). Default
+    /// [`WalRecovery::TolerateCorruptTail`].
+    pub wal_recovery: WalRecovery,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -154,6 +159,7 @@ impl Default for Options {
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),
             extra_filter_policies: Vec::new(),
+            wal_recovery: WalRecovery::TolerateCorruptTail,
         }
     }
 }
@@ -192,6 +198,7 @@ impl fmt::Debug for Options {
                     .map(|p| p.name().to_string())
                     .collect::<Vec<_>>(),
             )
+            .field("wal_recovery", &self.wal_recovery)
             .finish()
     }
 }

@@ -49,6 +49,8 @@ pub struct Counters {
     pub write_stalls: AtomicU64,
     /// Microseconds those writes spent waiting.
     pub write_stall_micros: AtomicU64,
+    /// WAL bytes the last open did not replay (see `RecoveryReport`).
+    pub wal_tail_bytes_dropped: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -133,6 +135,9 @@ pub struct DbStats {
     pub tables_per_level: Vec<usize>,
     /// Bytes of filter held in memory across all live tables.
     pub filter_memory_bytes: u64,
+    /// WAL bytes that open did not replay: torn tails, and whatever the chosen
+    /// `WalRecovery` mode skipped or cut (listed in `Db::recovery_report`).
+    pub wal_tail_bytes_dropped: u64,
 }
 
 impl DbStats {
@@ -180,6 +185,7 @@ impl Counters {
             open_table_files: 0,
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
+            wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
         }
     }
 }

@@ -23,28 +23,28 @@
 //! could make the rest of the log look like a record cut off at the end of the file,
 //! and silently drop it.
 //!
-//! # Torn tails and corruption
+//! # Damage: spans, tails and corruption
 //!
-//! A crash while appending can leave the end of the log damaged. [`read_wal`] drops
-//! such a *torn tail* and reports its size in [`WalReplay::torn_tail_bytes`]; it is not
-//! an error. Exactly these endings count as a torn tail (checked at the first record
-//! that does not validate, with `rest` = the bytes from that record to the end of file):
+//! A crash while appending can leave the end of the log damaged, and a disk can damage
+//! bytes anywhere. [`scan_wal`] maps a whole log into [`Span`]s: each record that
+//! verifies (header checksum, known type, length within the limit and within the file,
+//! payload checksum), and each stretch of bytes that is not part of one. After a record
+//! that fails, the scan looks for the next offset at which a whole record verifies and
+//! resumes there; the bytes in between are one damaged span. The scan never trusts a
+//! length before its header checksum holds, and never allocates for a claimed length.
 //!
-//! 1. `rest` is shorter than a header (13 bytes): a header cut off.
-//! 2. The header's checksum fails and every byte after the header's 13 bytes is zero
-//!    (this includes an all-zero `rest`): the file grew but the data never reached
-//!    the disk, or a header was cut off and zero-filled.
-//! 3. The header is valid and the payload runs past the end of file: a payload cut off.
-//! 4. The header is valid, the payload checksum fails, and nothing but zeros follows
-//!    the record: a partially persisted payload in the last record.
+//! What the store does with a damaged span is a policy, chosen by
+//! `Options::wal_recovery` and applied in `recovery.rs` (which also checks each
+//! record's sequence numbers, so a stale older log's records left in a reused file
+//! count as damage). [`parse_wal`] applies the default policy's rule to one log, by its
+//! framing alone:
 //!
-//! Anything else that fails validation is [`Error::Corruption`] naming the file and
-//! the record's byte offset: a bad header with data after it, a bad payload followed by
-//! more data, an unknown record type, or a length above [`MAX_RECORD_LEN`]. In
-//! particular, a damaged byte in any record but the last is always corruption; in the
-//! last record, a damaged payload byte is dropped as a torn tail (it is
-//! indistinguishable from an unfinished write) while a damaged header byte is
-//! corruption (a crash leaves unwritten bytes zero, it does not alter them).
+//! * a record that fails, after which no record verifies, is a **torn tail**: dropped,
+//!   its size reported in [`WalReplay::torn_tail_bytes`] — nothing written after the
+//!   crash point can be lost by dropping it;
+//! * a record that fails with a verifying record after it is [`Error::Corruption`]
+//!   naming the file and the bad record's offset — dropping it would drop the valid
+//!   records after it, which were acknowledged writes.
 //!
 //! After replaying a log with a torn tail the store must not append to that file (the
 //! new records would sit behind garbage and read back as corruption): it starts a new
@@ -180,6 +180,189 @@ fn payload_crc(kind: u8, payload: &[u8]) -> u32 {
     hasher.finalize()
 }
 
+/// Why bytes at an offset are not a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadRecord {
+    /// Fewer than [`HEADER_LEN`] bytes remain.
+    HeaderCutOff,
+    /// The header checksum does not match.
+    HeaderChecksum,
+    /// The header verifies but names an unknown record type.
+    UnknownType(u8),
+    /// The header verifies but claims more than [`MAX_RECORD_LEN`] bytes.
+    TooLong(usize),
+    /// The header verifies but the payload runs past the end of the file.
+    PayloadCutOff,
+    /// The payload checksum does not match.
+    PayloadChecksum,
+}
+
+impl fmt::Display for BadRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadRecord::HeaderCutOff => write!(f, "record header cut off at the end of file"),
+            BadRecord::HeaderChecksum => write!(f, "header checksum mismatch"),
+            BadRecord::UnknownType(t) => write!(f, "unknown record type {t}"),
+            BadRecord::TooLong(n) => {
+                write!(
+                    f,
+                    "record length {n} exceeds the {MAX_RECORD_LEN}-byte limit"
+                )
+            }
+            BadRecord::PayloadCutOff => write!(f, "record runs past the end of file"),
+            BadRecord::PayloadChecksum => write!(f, "payload checksum mismatch"),
+        }
+    }
+}
+
+/// Checks the record starting at `off`: the offset just past it if it verifies.
+///
+/// Every check is made before the next one trusts a field: the header checksum before
+/// the type and length, the length against the limit and the file before the payload
+/// is touched.
+pub fn check_record(buf: &[u8], off: usize) -> std::result::Result<usize, BadRecord> {
+    let rest = buf.get(off..).unwrap_or_default();
+    let Some(header) = rest.get(..HEADER_LEN) else {
+        return Err(BadRecord::HeaderCutOff);
+    };
+    if crc32fast::hash(&header[0..9]) != LittleEndian::read_u32(&header[9..13]) {
+        return Err(BadRecord::HeaderChecksum);
+    }
+    let kind = header[8];
+    if kind != TYPE_FULL {
+        return Err(BadRecord::UnknownType(kind));
+    }
+    let payload_len = LittleEndian::read_u32(&header[4..8]) as usize;
+    if payload_len > MAX_RECORD_LEN {
+        return Err(BadRecord::TooLong(payload_len));
+    }
+    // `rest.len() >= HEADER_LEN` here, so this cannot underflow.
+    if payload_len > rest.len() - HEADER_LEN {
+        return Err(BadRecord::PayloadCutOff);
+    }
+    let payload = &rest[HEADER_LEN..HEADER_LEN + payload_len];
+    if payload_crc(kind, payload) != LittleEndian::read_u32(&header[0..4]) {
+        return Err(BadRecord::PayloadChecksum);
+    }
+    Ok(off + HEADER_LEN + payload_len)
+}
+
+/// One stretch of a log, as [`scan_wal`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Span {
+    /// A record whose header and payload verify.
+    Record {
+        /// Offset of the record's header in the file.
+        offset: u64,
+        /// The payload (a slice of the log's buffer).
+        payload: Bytes,
+    },
+    /// Bytes that belong to no verifying record: from a record that failed up to the
+    /// next offset where a record verifies, or to the end of the file.
+    Damaged {
+        /// Offset of the first damaged byte.
+        offset: u64,
+        /// Damaged bytes.
+        len: u64,
+        /// Why the record at `offset` failed.
+        why: BadRecord,
+        /// Every damaged byte is zero (space the file system allocated but never wrote).
+        zeros: bool,
+    },
+}
+
+impl Span {
+    /// The span's first byte in the file.
+    pub fn offset(&self) -> u64 {
+        match self {
+            Span::Record { offset, .. } | Span::Damaged { offset, .. } => *offset,
+        }
+    }
+
+    /// The span's length in bytes, a record's header included.
+    pub fn len(&self) -> u64 {
+        match self {
+            Span::Record { payload, .. } => (HEADER_LEN + payload.len()) as u64,
+            Span::Damaged { len, .. } => *len,
+        }
+    }
+
+    /// Whether the span is empty (never true of a span [`scan_wal`] returns).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Maps a whole log into records and damaged spans, in file order; together the
+/// spans cover every byte exactly once.
+///
+/// After a record that fails, the next span starts at the first later offset where a
+/// whole record verifies. A false match needs a 32-bit header checksum and a 32-bit
+/// payload checksum to agree by chance. The spans are found lazily, one per `next`.
+pub fn scan_wal(buf: &Bytes) -> WalScan {
+    WalScan {
+        buf: buf.clone(),
+        off: 0,
+    }
+}
+
+/// The iterator [`scan_wal`] returns.
+#[derive(Debug, Clone)]
+pub struct WalScan {
+    buf: Bytes,
+    off: usize,
+}
+
+impl Iterator for WalScan {
+    type Item = Span;
+
+    fn next(&mut self) -> Option<Span> {
+        let (buf, off) = (&self.buf, self.off);
+        if off >= buf.len() {
+            return None;
+        }
+        let (span, end) = match check_record(buf, off) {
+            Ok(end) => (
+                Span::Record {
+                    offset: off as u64,
+                    payload: buf.slice(off + HEADER_LEN..end),
+                },
+                end,
+            ),
+            Err(why) => {
+                let next = next_record(buf, off + 1);
+                let span = Span::Damaged {
+                    offset: off as u64,
+                    len: (next - off) as u64,
+                    why,
+                    zeros: all_zero(&buf[off..next]),
+                };
+                (span, next)
+            }
+        };
+        self.off = end;
+        Some(span)
+    }
+}
+
+/// The first offset at or after `from` where a whole record verifies, or the end of
+/// the buffer. Most offsets are ruled out by their would-be type byte (which must be
+/// FULL) before any checksum is computed.
+fn next_record(buf: &[u8], from: usize) -> usize {
+    let mut p = from;
+    while let Some(type_bytes) = buf.get(p + 8..) {
+        let Some(skip) = type_bytes.iter().position(|&b| b == TYPE_FULL) else {
+            break;
+        };
+        p += skip;
+        if check_record(buf, p).is_ok() {
+            return p;
+        }
+        p += 1;
+    }
+    buf.len()
+}
+
 /// What replaying a log found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalReplay {
@@ -190,7 +373,7 @@ pub struct WalReplay {
     /// Bytes after the valid prefix that were dropped as a torn tail (0 if none).
     pub torn_tail_bytes: u64,
     /// Why the tail was dropped, when it was.
-    pub torn_reason: Option<&'static str>,
+    pub torn_reason: Option<String>,
 }
 
 /// Reads and validates the whole log at `path` (see the module docs for what is a
@@ -201,63 +384,52 @@ pub fn read_wal(fs: &dyn FileSystem, path: &Path) -> Result<WalReplay> {
 }
 
 /// Validates a log already in memory; `path` names it in errors.
+///
+/// The valid prefix is kept; a failing record with no verifying record after it is a
+/// torn tail; one with a verifying record after it is [`Error::Corruption`] naming
+/// its offset.
 pub fn parse_wal(buf: Bytes, path: &Path) -> Result<WalReplay> {
-    let len = buf.len();
+    let mut spans = scan_wal(&buf);
     let mut records = Vec::new();
-    let mut off = 0usize;
-    let torn_reason = loop {
-        let rest = &buf[off..];
-        if rest.is_empty() {
-            break None;
-        }
-        let Some(header) = rest.get(..HEADER_LEN) else {
-            break Some("partial record header at end of file");
-        };
-        let corrupt = |reason: String| {
-            Error::corruption(path, format!("WAL record at offset {off}: {reason}"))
-        };
-        let stored_hcrc = LittleEndian::read_u32(&header[9..13]);
-        if crc32fast::hash(&header[0..9]) != stored_hcrc {
-            if all_zero(&rest[HEADER_LEN..]) {
-                break Some(if all_zero(rest) {
-                    "zero-filled tail"
+    let mut valid_len = 0u64;
+    for span in spans.by_ref() {
+        match span {
+            Span::Record { offset, payload } => {
+                valid_len = offset + (HEADER_LEN + payload.len()) as u64;
+                records.push(payload);
+            }
+            Span::Damaged {
+                offset, why, zeros, ..
+            } => {
+                if let Some(next) = spans.next() {
+                    return Err(Error::corruption(
+                        path,
+                        format!(
+                            "WAL record at offset {offset}: {why}; a valid record follows at \
+                             offset {}, so this is not a torn tail",
+                            next.offset()
+                        ),
+                    ));
+                }
+                let reason = if zeros {
+                    "zero-filled tail".to_string()
                 } else {
-                    "damaged record header followed only by zeros"
+                    why.to_string()
+                };
+                return Ok(WalReplay {
+                    records,
+                    valid_len,
+                    torn_tail_bytes: buf.len() as u64 - valid_len,
+                    torn_reason: Some(reason),
                 });
             }
-            return Err(corrupt("header checksum mismatch".into()));
         }
-        let stored_crc = LittleEndian::read_u32(&header[0..4]);
-        let payload_len = LittleEndian::read_u32(&header[4..8]) as usize;
-        let kind = header[8];
-        if kind != TYPE_FULL {
-            return Err(corrupt(format!("unknown record type {kind}")));
-        }
-        if payload_len > MAX_RECORD_LEN {
-            return Err(corrupt(format!(
-                "record length {payload_len} exceeds the {MAX_RECORD_LEN}-byte limit"
-            )));
-        }
-        // `rest.len() >= HEADER_LEN` here, so this cannot underflow.
-        if payload_len > rest.len() - HEADER_LEN {
-            break Some("last record runs past the end of file");
-        }
-        let end = off + HEADER_LEN + payload_len;
-        let payload = &buf[off + HEADER_LEN..end];
-        if payload_crc(kind, payload) != stored_crc {
-            if all_zero(&buf[end..]) {
-                break Some("last record's payload checksum mismatch");
-            }
-            return Err(corrupt("payload checksum mismatch".into()));
-        }
-        records.push(buf.slice(off + HEADER_LEN..end));
-        off = end;
-    };
+    }
     Ok(WalReplay {
         records,
-        valid_len: off as u64,
-        torn_tail_bytes: (len - off) as u64,
-        torn_reason,
+        valid_len,
+        torn_tail_bytes: 0,
+        torn_reason: None,
     })
 }
 
@@ -521,34 +693,67 @@ mod tests {
     }
 
     #[test]
-    fn flipped_byte_in_the_last_record() {
+    fn flipped_byte_in_the_last_record_is_a_torn_tail() {
         let payloads = sample_payloads();
         let (log, ends) = encode_log(&payloads);
         let last_start = ends[ends.len() - 2];
         for pos in last_start..log.len() {
             let mut bad = log.clone();
             bad[pos] ^= 0x10;
-            let result = parse(&bad);
-            if pos < last_start + HEADER_LEN {
-                // A damaged header is not what a crash leaves behind.
-                assert_corruption_at(result, last_start);
-            } else {
-                // A damaged payload at the very end is an unfinished write.
-                let replay = result.unwrap();
-                assert_eq!(payloads_of(&replay), payloads[..payloads.len() - 1]);
-                assert_eq!(replay.torn_tail_bytes, (log.len() - last_start) as u64);
-            }
+            // Nothing valid follows: whether header or payload, it is dropped.
+            let replay = parse(&bad).unwrap_or_else(|e| panic!("pos {pos}: {e}"));
+            assert_eq!(payloads_of(&replay), payloads[..payloads.len() - 1]);
+            assert_eq!(replay.torn_tail_bytes, (log.len() - last_start) as u64);
         }
     }
 
     #[test]
-    fn unknown_type_and_oversized_length_are_corruption() {
+    fn scan_maps_every_byte_and_resumes_after_damage() {
+        let payloads = sample_payloads();
+        let (log, ends) = encode_log(&payloads);
+        // Damage the second record's header: the scan resumes at the third record.
+        let mut bad = log.clone();
+        bad[ends[0] + 2] ^= 0xff;
+        let spans: Vec<Span> = scan_wal(&Bytes::from(bad.clone())).collect();
+        assert_eq!(spans.len(), payloads.len());
+        assert_eq!(spans.iter().map(Span::len).sum::<u64>(), log.len() as u64);
+        match &spans[1] {
+            Span::Damaged {
+                offset,
+                len,
+                why,
+                zeros,
+            } => {
+                assert_eq!(*offset, ends[0] as u64);
+                assert_eq!(*len, (ends[1] - ends[0]) as u64);
+                assert_eq!(*why, BadRecord::HeaderChecksum);
+                assert!(!zeros);
+            }
+            other => panic!("expected a damaged span, got {other:?}"),
+        }
+        let after: Vec<Vec<u8>> = spans[2..]
+            .iter()
+            .map(|s| match s {
+                Span::Record { payload, .. } => payload.to_vec(),
+                other => panic!("expected a record, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(after, payloads[2..]);
+        assert_corruption_at(parse(&bad), ends[0]);
+    }
+
+    #[test]
+    fn unknown_type_and_oversized_length_are_bad_records() {
         // Valid header checksum, type 2.
         let mut log = Vec::new();
         encode_record(b"abc", &mut log);
         log[8] = 2;
         let hcrc = crc32fast::hash(&log[0..9]);
         LittleEndian::write_u32(&mut log[9..13], hcrc);
+        assert_eq!(check_record(&log, 0), Err(BadRecord::UnknownType(2)));
+        // Alone at the end it is a tail; with a record after it, corruption.
+        assert_eq!(parse(&log).unwrap().torn_tail_bytes, log.len() as u64);
+        encode_record(b"after", &mut log);
         assert_corruption_at(parse(&log), 0);
 
         // Valid header claiming 4 GiB - 1 in a 13-byte file: refused, nothing allocated.
@@ -557,15 +762,24 @@ mod tests {
         header[8] = TYPE_FULL;
         let hcrc = crc32fast::hash(&header[0..9]);
         LittleEndian::write_u32(&mut header[9..13], hcrc);
+        assert_eq!(
+            check_record(&header, 0),
+            Err(BadRecord::TooLong(u32::MAX as usize))
+        );
         let mut file = Vec::new();
         encode_record(b"before", &mut file);
         file.extend_from_slice(&header);
+        let replay = parse(&file).unwrap();
+        assert_eq!(replay.records.len(), 1);
+        assert_eq!(replay.torn_tail_bytes, HEADER_LEN as u64);
+        encode_record(b"after", &mut file);
         assert_corruption_at(parse(&file), HEADER_LEN + 6);
 
         // A length under the limit but past the end of file is a torn tail.
         LittleEndian::write_u32(&mut header[4..8], 200 << 20);
         let hcrc = crc32fast::hash(&header[0..9]);
         LittleEndian::write_u32(&mut header[9..13], hcrc);
+        assert_eq!(check_record(&header, 0), Err(BadRecord::PayloadCutOff));
         let mut file = Vec::new();
         encode_record(b"before", &mut file);
         file.extend_from_slice(&header);

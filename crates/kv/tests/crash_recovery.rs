@@ -7,9 +7,13 @@
 //! acknowledged operation, including that acknowledged deletes stay deleted, and that
 //! the recovered state is the state after a prefix of the announced operations.
 //!
+//! A second kind of child behaves like a command-line tool: it opens the store, does
+//! one operation and closes it, again and again, so every open replays the log the
+//! previous one left and keeps appending to it; it is killed the same way.
+//!
 //! The default run kills a few children; the `#[ignore]` tests kill 100 with
-//! `sync_writes` and 100 without (`cargo test -p bloomkv-kv --test crash_recovery --
-//! --ignored`).
+//! `sync_writes`, 100 without, and 100 short-lived-open children
+//! (`cargo test -p bloomkv-kv --test crash_recovery -- --ignored`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -41,11 +45,21 @@ fn options(sync_writes: bool) -> Options {
 /// The child's work: an endless stream of operations. Each is announced on stdout
 /// before it starts ("put k v" / "del k") and acknowledged ("ok") after the store
 /// returned from it, so the parent knows which one may have been in flight.
-fn child(dir: &Path, seed: u64, sync_writes: bool) {
-    let db = Db::open(dir, options(sync_writes)).expect("child open");
+fn child(dir: &Path, seed: u64, sync_writes: bool, short_lived: bool) {
+    let mut db = Db::open(dir, options(sync_writes)).expect("child open");
     let mut rng = StdRng::seed_from_u64(seed);
     let mut out = std::io::stdout().lock();
     for step in 0u64.. {
+        if short_lived && step > 0 {
+            // Close (or, one time in four, just drop) and open again: each open
+            // replays what the last one appended and goes on appending to it.
+            if rng.gen_bool(0.75) {
+                db.close().expect("close");
+            } else {
+                drop(db);
+            }
+            db = Db::open(dir, options(sync_writes)).expect("child reopen");
+        }
         let k = rng.gen_range(0..2000u32);
         let key = format!("key{k:05}");
         match rng.gen_range(0..100) {
@@ -80,11 +94,12 @@ fn crash_child_entry() {
     let Ok(spec) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let mut parts = spec.splitn(3, '|');
+    let mut parts = spec.splitn(4, '|');
     let dir = parts.next().unwrap().to_string();
     let seed: u64 = parts.next().unwrap().parse().unwrap();
     let sync: bool = parts.next().unwrap().parse().unwrap();
-    child(Path::new(&dir), seed, sync);
+    let short_lived: bool = parts.next().unwrap().parse().unwrap();
+    child(Path::new(&dir), seed, sync, short_lived);
 }
 
 /// An operation the child announced: a key and its new value (`None`: deleted).
@@ -92,7 +107,13 @@ type Op = (String, Option<String>);
 
 /// Runs one child until it has acknowledged `ops` operations, kills it, and returns
 /// the acknowledged operations in order, plus the one in flight when it died, if any.
-fn run_and_kill(dir: &Path, seed: u64, sync: bool, ops: usize) -> (Vec<Op>, Option<Op>) {
+fn run_and_kill(
+    dir: &Path,
+    seed: u64,
+    sync: bool,
+    short_lived: bool,
+    ops: usize,
+) -> (Vec<Op>, Option<Op>) {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args([
@@ -101,7 +122,10 @@ fn run_and_kill(dir: &Path, seed: u64, sync: bool, ops: usize) -> (Vec<Op>, Opti
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_ENV, format!("{}|{seed}|{sync}", dir.display()))
+        .env(
+            CHILD_ENV,
+            format!("{}|{seed}|{sync}|{short_lived}", dir.display()),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -184,13 +208,29 @@ fn recovered_state(db: &Db) -> BTreeMap<String, Option<String>> {
 /// Kills a child `kills` times on one directory; after each kill, reopens and checks
 /// the store against the acknowledged operations. Returns the operations acknowledged.
 fn crash_loop(kills: usize, sync: bool) -> usize {
+    crash_loop_of(kills, sync, false)
+}
+
+/// [`crash_loop`] with children that open and close the store around every operation.
+fn crash_loop_of(kills: usize, sync: bool, short_lived: bool) -> usize {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = StdRng::seed_from_u64(if sync { 7 } else { 8 });
+    let mut rng = StdRng::seed_from_u64(if short_lived {
+        9
+    } else if sync {
+        7
+    } else {
+        8
+    });
     let mut model: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut total_acked = 0;
     for round in 0..kills {
-        let (acked, in_flight) =
-            run_and_kill(dir.path(), round as u64 + 100, sync, rng.gen_range(1..400));
+        let (acked, in_flight) = run_and_kill(
+            dir.path(),
+            round as u64 + 100,
+            sync,
+            short_lived,
+            rng.gen_range(1..400),
+        );
         total_acked += acked.len();
         let db = Db::open(dir.path(), options(sync)).unwrap();
         let recovered = recovered_state(&db);
@@ -232,7 +272,10 @@ fn crash_loop(kills: usize, sync: bool) -> usize {
         }
         db.close().unwrap();
     }
-    eprintln!("{kills} SIGKILLs survived (sync_writes = {sync}), {total_acked} acknowledged operations checked");
+    eprintln!(
+        "{kills} SIGKILLs survived (sync_writes = {sync}, short-lived opens = {short_lived}), \
+         {total_acked} acknowledged operations checked"
+    );
     total_acked
 }
 
@@ -256,4 +299,15 @@ fn acknowledged_synced_writes_survive_100_sigkills() {
 #[ignore = "100 kills: about a minute"]
 fn unsynced_writes_survive_100_sigkills_as_a_prefix() {
     crash_loop(100, false);
+}
+
+#[test]
+fn synced_writes_of_short_lived_opens_survive_sigkill() {
+    crash_loop_of(8, true, true);
+}
+
+#[test]
+#[ignore = "100 kills: about a minute"]
+fn synced_writes_of_short_lived_opens_survive_100_sigkills() {
+    crash_loop_of(100, true, true);
 }

@@ -96,11 +96,17 @@ fn a_wal_record_claiming_gigabytes_is_refused_before_allocation() {
     for claimed in [u32::MAX, 1 << 30, 300 << 20] {
         let mut log = wal_header(claimed, 0);
         log.extend_from_slice(b"a few bytes, then more after them");
-        let (r, largest) = largest_allocation(|| wal::parse_wal(Bytes::from(log), &path()));
+        // Nothing valid follows the claim: the whole log is a dropped tail.
+        let (r, largest) = largest_allocation(|| wal::parse_wal(Bytes::from(log.clone()), &path()));
         assert!(
             largest < LIMIT,
             "allocated {largest} bytes for a {claimed}-byte claim"
         );
+        assert_eq!(r.unwrap().torn_tail_bytes, log.len() as u64, "{claimed}");
+        // With a valid record after it, the claim is corruption: still no allocation.
+        wal::encode_record(b"a valid record after the claim", &mut log);
+        let (r, largest) = largest_allocation(|| wal::parse_wal(Bytes::from(log), &path()));
+        assert!(largest < LIMIT);
         assert!(
             matches!(r, Err(Error::Corruption { .. })),
             "{claimed}: {r:?}"

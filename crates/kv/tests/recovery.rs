@@ -83,3 +83,133 @@ fn corruption_in_the_middle_of_the_wal_is_an_error_naming_it() {
         other => panic!("expected Corruption naming the WAL, got {other:?}"),
     }
 }
+
+fn count_files(dir: &Path, ext: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == ext)
+        })
+        .count()
+}
+
+#[test]
+fn a_hundred_short_lived_opens_share_one_log_and_leave_no_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..100 {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        // From the second open on, the previous runs' log is kept, not flushed.
+        assert_eq!(db.recovery_report().kept_in_memtable, i > 0, "open {i}");
+        db.put(format!("key{i:03}"), format!("value{i}")).unwrap();
+        db.close().unwrap();
+    }
+    assert_eq!(count_files(dir.path(), "wal"), 1, "one log for every run");
+    assert!(
+        count_files(dir.path(), "sst") <= 2,
+        "at most a handful of tables"
+    );
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(present(&db, 100), 100);
+    assert_eq!(db.stats().num_tables(), count_files(dir.path(), "sst"));
+    // A flush retires the log the runs shared; everything is still there after it.
+    db.flush().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(present(&db, 100), 100);
+    assert_eq!(db.stats().num_tables(), 1);
+}
+
+/// Writes `log` by hand: one record per `(seq, key, value)`, as a store that froze its
+/// memtable and crashed before flushing it would leave the newer log.
+fn write_log(path: &Path, records: &[(u64, &str, &str)]) {
+    let fs = bloomkv_kv::fs::OsFileSystem;
+    let mut w =
+        bloomkv_kv::wal::WalWriter::new(bloomkv_kv::fs::FileSystem::create(&fs, path).unwrap());
+    for (seq, k, v) in records {
+        let mut b = bloomkv_kv::WriteBatch::new();
+        b.put(k, v);
+        w.add_record(&b.encode(*seq).unwrap()).unwrap();
+    }
+    w.sync().unwrap();
+}
+
+fn wal_number(path: &Path) -> u64 {
+    path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+#[test]
+fn several_logs_backing_one_kept_memtable_are_retired_together() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 3); // seq 1..3 in one log
+    let first = wal_files(dir.path()).pop().unwrap();
+    let second = dir
+        .path()
+        .join(format!("{:06}.wal", wal_number(&first) + 1));
+    write_log(&second, &[(4, "key001", "newer"), (5, "extra", "x")]);
+
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let report = db.recovery_report().clone();
+    assert!(report.kept_in_memtable, "{report}");
+    assert_eq!(report.wals.len(), 2);
+    assert_eq!(report.records_replayed(), 5);
+    db.put("after", "open").unwrap(); // appended to the newer log
+    db.close().unwrap();
+    assert_eq!(wal_files(dir.path()), vec![first.clone(), second.clone()]);
+
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get("key001").unwrap().as_deref(), Some(&b"newer"[..]));
+    assert_eq!(db.get("key002").unwrap().as_deref(), Some(&b"value2"[..]));
+    assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"open"[..]));
+    // The flush writes both logs' data to a table; only then are both retired.
+    db.flush().unwrap();
+    let left = wal_files(dir.path());
+    assert!(
+        !left.contains(&first) && !left.contains(&second),
+        "{left:?}"
+    );
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(present(&db, 3), 3);
+    assert_eq!(db.get("key001").unwrap().as_deref(), Some(&b"newer"[..]));
+    assert_eq!(db.get("extra").unwrap().as_deref(), Some(&b"x"[..]));
+    assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"open"[..]));
+}
+
+#[test]
+fn a_large_or_damaged_recovered_log_is_flushed_and_a_fresh_log_started() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 50);
+    let small = Options {
+        memtable_size: 64, // smaller than what the log holds
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), small).unwrap();
+    assert!(!db.recovery_report().kept_in_memtable);
+    assert_eq!(db.stats().num_tables(), 1);
+    db.close().unwrap();
+
+    write_keys(dir.path(), 5);
+    let wal = wal_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&wal).unwrap();
+    bytes.extend_from_slice(&[7u8; 100]); // garbage after the last record
+    std::fs::write(&wal, bytes).unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let report = db.recovery_report().clone();
+    assert!(!report.kept_in_memtable, "{report}");
+    assert_eq!(report.bytes_dropped(), 100);
+    assert_eq!(db.stats().wal_tail_bytes_dropped, 100);
+    assert!(
+        !wal_files(dir.path()).contains(&wal),
+        "the damaged log is retired"
+    );
+    db.put("after", "damage").unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert!(db.recovery_report().is_clean());
+    assert_eq!(present(&db, 50), 50);
+    assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"damage"[..]));
+}

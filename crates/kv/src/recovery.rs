@@ -1,0 +1,533 @@
+//! Recovery: turning the write-ahead logs a stopped store left behind back into a
+//! memtable, under the policy the user chose for bytes that are not valid records.
+//!
+//! The logs are replayed oldest first. Each log is mapped by `wal::scan_wal` into
+//! records that verify and damaged spans; then every record must also decode as a
+//! write batch whose first sequence number is above every sequence number already
+//! recovered (the tables' `last_sequence` from the manifest, then each record
+//! replayed). A record that fails that test is damage too: it is a stale record of an
+//! older log left in a reused file, and replaying it would put an old value above a
+//! newer one.
+//!
+//! ```text
+//!  000007.wal  [rec 41][rec 42][rec 43][##damage##][rec 44][rec 45]
+//!  000008.wal  [rec 46][rec 47][##tail (cut, zeros, garbage, stale records)##]
+//!
+//!  TolerateCorruptTail  000007: Corruption at the damage (valid records follow it)
+//!  PointInTime          keeps 41..43; drops the rest of 000007 and all of 000008
+//!  AbsoluteConsistency  Corruption at the first damaged byte
+//!  SkipCorrupted        keeps 41..47; drops the damage and the tail
+//! ```
+//!
+//! What each [`WalRecovery`] mode keeps and drops is documented on the enum. Whatever
+//! is dropped is listed in the [`RecoveryReport`] (by log, offset, length and reason)
+//! and counted in `DbStats::wal_tail_bytes_dropped`. A store that dropped anything
+//! never appends to the damaged log: the recovered writes go to a table and a fresh
+//! log starts (see `Db::open`).
+
+use std::fmt;
+use std::path::Path;
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::FileSystem;
+use crate::memtable::Memtable;
+use crate::types::SeqNo;
+use crate::wal::{self, Span};
+use crate::write_batch::{self, DecodedBatch};
+
+/// What recovery does with WAL bytes that are not a valid record (`Options::wal_recovery`).
+///
+/// A record is valid when its header and payload checksums verify, its payload
+/// decodes as a write batch, and its sequence numbers continue above everything
+/// recovered before it. The modes differ in what they do at the first invalid one:
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum WalRecovery {
+    /// The default. In the newest log, an invalid record after which no valid record
+    /// can be found (the scan tries every later offset) is a torn tail: a crash cut
+    /// the last write short, or the file system extended the file without its data,
+    /// or a reused file still holds an older log's bytes. It is dropped, reported and
+    /// counted, and never written after. An invalid record with a valid record after
+    /// it, or any invalid record in a log that a newer log follows (older logs were
+    /// synced before the newer one started), is [`Error::Corruption`] naming the file
+    /// and offset: dropping it would lose acknowledged writes.
+    #[default]
+    TolerateCorruptTail,
+    /// Stop at the first invalid record in any log: keep every record before it,
+    /// drop the rest of that log and every newer log, and report what was dropped.
+    /// The store comes back as it was at one moment in time, possibly older than the
+    /// last acknowledged write. RocksDB's default.
+    PointInTime,
+    /// Any byte of any log that is not part of a valid record is
+    /// [`Error::Corruption`], a torn tail included. For stores that must never lose an
+    /// acknowledged write silently, written with `sync_writes` (a crash mid-append
+    /// leaves a tail this mode refuses; `repair` or another mode then opens the store).
+    AbsoluteConsistency,
+    /// Salvage: skip every invalid stretch, keep every valid record in every log, and
+    /// report how many stretches and bytes were skipped. Later writes may then be
+    /// present while an earlier one is missing. LevelDB's default behaviour.
+    SkipCorrupted,
+}
+
+impl fmt::Display for WalRecovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl WalRecovery {
+    /// Every mode, the default first.
+    pub const ALL: [WalRecovery; 4] = [
+        WalRecovery::TolerateCorruptTail,
+        WalRecovery::PointInTime,
+        WalRecovery::AbsoluteConsistency,
+        WalRecovery::SkipCorrupted,
+    ];
+}
+
+/// A stretch of a log that recovery did not replay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DroppedSpan {
+    /// The log's file number (`{number:06}.wal`).
+    pub wal: u64,
+    /// Offset of the first dropped byte.
+    pub offset: u64,
+    /// Bytes dropped.
+    pub len: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// What recovery did with one log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WalOutcome {
+    /// The log's file number.
+    pub number: u64,
+    /// Its length in bytes.
+    pub file_len: u64,
+    /// Records replayed from it.
+    pub records: u64,
+}
+
+/// What opening a store recovered from its logs and what it dropped
+/// (`Db::recovery_report`; `bloomkv verify` shows one per mode).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecoveryReport {
+    /// The mode applied.
+    pub mode: WalRecovery,
+    /// Each log replayed, oldest first.
+    pub wals: Vec<WalOutcome>,
+    /// Every stretch not replayed, in file order.
+    pub dropped: Vec<DroppedSpan>,
+    /// Whether the replayed writes stayed in the memtable with the newest log reopened
+    /// for appending (`true`), or were written to a level-0 table with a fresh log
+    /// started (`false`).
+    pub kept_in_memtable: bool,
+}
+
+impl RecoveryReport {
+    /// A report of a store that had no log to replay.
+    pub fn empty(mode: WalRecovery) -> RecoveryReport {
+        RecoveryReport {
+            mode,
+            wals: Vec::new(),
+            dropped: Vec::new(),
+            kept_in_memtable: false,
+        }
+    }
+
+    /// Bytes of log not replayed.
+    pub fn bytes_dropped(&self) -> u64 {
+        self.dropped.iter().map(|d| d.len).sum()
+    }
+
+    /// Records replayed.
+    pub fn records_replayed(&self) -> u64 {
+        self.wals.iter().map(|w| w.records).sum()
+    }
+
+    /// Nothing was dropped.
+    pub fn is_clean(&self) -> bool {
+        self.dropped.is_empty()
+    }
+}
+
+impl fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: replayed {} record(s) from {} log(s)",
+            self.mode,
+            self.records_replayed(),
+            self.wals.len()
+        )?;
+        if self.is_clean() {
+            return write!(f, ", dropped nothing");
+        }
+        write!(
+            f,
+            ", dropped {} byte(s) in {} stretch(es):",
+            self.bytes_dropped(),
+            self.dropped.len()
+        )?;
+        for d in &self.dropped {
+            write!(
+                f,
+                "\n    {} offset {}: {} byte(s), {}",
+                filename::wal_file_name(d.wal),
+                d.offset,
+                d.len,
+                d.reason
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The logs' writes, recovered.
+pub(crate) struct Replayed {
+    /// Every replayed write.
+    pub memtable: Memtable,
+    /// The highest sequence number replayed, or the floor given if none was.
+    pub last_seq: SeqNo,
+    /// What was replayed and dropped.
+    pub report: RecoveryReport,
+}
+
+/// Whether open may keep the replayed writes as its live memtable and append to the
+/// newest log: only when nothing was dropped (a log with a damaged tail must never be
+/// appended to) and the writes are smaller than a memtable.
+pub(crate) fn can_keep(report: &RecoveryReport, memtable: &Memtable, memtable_size: usize) -> bool {
+    !report.wals.is_empty() && report.is_clean() && memtable.approximate_size() < memtable_size
+}
+
+/// One stretch of a log, classified.
+enum Item {
+    Valid(DecodedBatch),
+    Invalid {
+        offset: u64,
+        len: u64,
+        reason: String,
+    },
+}
+
+/// Replays the logs `numbers` (ascending) of `dir` under `mode`. `floor` is the highest
+/// sequence number already durable in tables: a record must start above it.
+pub(crate) fn replay(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    numbers: &[u64],
+    mode: WalRecovery,
+    floor: SeqNo,
+) -> Result<Replayed> {
+    let memtable = Memtable::new();
+    let mut report = RecoveryReport::empty(mode);
+    let mut last_seq = floor;
+    // Set once point-in-time recovery has met damage: nothing after it is replayed.
+    let mut stopped = false;
+    for (i, &number) in numbers.iter().enumerate() {
+        let path = filename::wal_path(dir, number);
+        let buf = Bytes::from(fs.read_all(&path)?);
+        let mut outcome = WalOutcome {
+            number,
+            file_len: buf.len() as u64,
+            records: 0,
+        };
+        if stopped {
+            if !buf.is_empty() {
+                report.dropped.push(DroppedSpan {
+                    wal: number,
+                    offset: 0,
+                    len: buf.len() as u64,
+                    reason: "follows a damaged log (point-in-time recovery)".into(),
+                });
+            }
+            report.wals.push(outcome);
+            continue;
+        }
+        let items = classify(&buf, &path, last_seq);
+        let newest = i + 1 == numbers.len();
+        let first_bad = items.iter().enumerate().find_map(|(b, it)| match it {
+            Item::Invalid { offset, reason, .. } => Some((b, *offset, reason.clone())),
+            Item::Valid(_) => None,
+        });
+        // How many items to replay, and what to drop.
+        let mut keep_until = items.len();
+        if let Some((b, offset, reason)) = first_bad {
+            let at = |why: String| {
+                Error::corruption(&path, format!("WAL record at offset {offset}: {why}"))
+            };
+            match mode {
+                WalRecovery::AbsoluteConsistency => {
+                    return Err(at(format!(
+                        "{reason} (wal_recovery = AbsoluteConsistency refuses any damage)"
+                    )));
+                }
+                WalRecovery::TolerateCorruptTail => {
+                    let valid_after = items[b + 1..].iter().find_map(|it| match it {
+                        Item::Valid(batch) => Some(batch.base_seq),
+                        Item::Invalid { .. } => None,
+                    });
+                    if let Some(seq) = valid_after {
+                        return Err(at(format!(
+                            "{reason}; a valid record (sequence {seq}) follows it, so this \
+                             is not a torn tail and dropping it would lose acknowledged writes"
+                        )));
+                    }
+                    if !newest {
+                        return Err(at(format!(
+                            "{reason}, in a log that a newer log follows (it was synced \
+                             before the newer one started, so this is not a torn tail)"
+                        )));
+                    }
+                    keep_until = b;
+                }
+                WalRecovery::PointInTime => {
+                    keep_until = b;
+                    stopped = true;
+                }
+                WalRecovery::SkipCorrupted => {}
+            }
+            if keep_until < items.len() {
+                // One span from the first bad byte to the end of the log.
+                report.dropped.push(DroppedSpan {
+                    wal: number,
+                    offset,
+                    len: buf.len() as u64 - offset,
+                    reason,
+                });
+            }
+        }
+        for item in items.into_iter().take(keep_until) {
+            match item {
+                Item::Valid(batch) => {
+                    last_seq = last_seq.max(batch.last_seq().unwrap_or(batch.base_seq));
+                    outcome.records += 1;
+                    for e in batch.into_entries() {
+                        memtable.apply(e.seq, e.kind, e.key, e.value);
+                    }
+                }
+                Item::Invalid {
+                    offset,
+                    len,
+                    reason,
+                } => report.dropped.push(DroppedSpan {
+                    wal: number,
+                    offset,
+                    len,
+                    reason,
+                }),
+            }
+        }
+        report.wals.push(outcome);
+    }
+    Ok(Replayed {
+        memtable,
+        last_seq,
+        report,
+    })
+}
+
+/// Maps one log into valid batches and invalid stretches (adjacent invalid stretches
+/// merged), checking each record's batch and sequence numbers against `floor`.
+fn classify(buf: &Bytes, path: &Path, mut floor: SeqNo) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    for span in wal::scan_wal(buf) {
+        let (offset, len) = (span.offset(), span.len());
+        let invalid = match span {
+            Span::Record { payload, .. } => match write_batch::decode(&payload, path) {
+                Ok(batch) if batch.base_seq > floor => {
+                    floor = batch.last_seq().unwrap_or(floor);
+                    items.push(Item::Valid(batch));
+                    continue;
+                }
+                Ok(batch) => format!(
+                    "record with sequence number {} not above {floor}: a stale record \
+                     of an older log",
+                    batch.base_seq
+                ),
+                Err(e) => format!("record does not decode: {e}"),
+            },
+            Span::Damaged { why, zeros, .. } if zeros => format!("zero-filled ({why})"),
+            Span::Damaged { why, .. } => why.to_string(),
+        };
+        if let Some(Item::Invalid {
+            offset: o, len: l, ..
+        }) = items.last_mut()
+        {
+            if *o + *l == offset {
+                *l += len;
+                continue;
+            }
+        }
+        items.push(Item::Invalid {
+            offset,
+            len,
+            reason: invalid,
+        });
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::fs::mem::MemFileSystem;
+    use crate::wal::encode_record;
+    use crate::write_batch::WriteBatch;
+
+    fn dir() -> PathBuf {
+        PathBuf::from("/db")
+    }
+
+    /// A log of `n` one-put batches with sequence numbers from `first`; returns the
+    /// bytes and each record's end offset.
+    fn log(first: SeqNo, n: u64, tag: &str) -> (Vec<u8>, Vec<usize>) {
+        let mut out = Vec::new();
+        let mut ends = Vec::new();
+        for i in 0..n {
+            let mut b = WriteBatch::new();
+            b.put(format!("k{:03}", first + i), format!("{tag}{}", first + i));
+            encode_record(&b.encode(first + i).unwrap(), &mut out);
+            ends.push(out.len());
+        }
+        (out, ends)
+    }
+
+    fn store(logs: &[(u64, Vec<u8>)]) -> MemFileSystem {
+        let fs = MemFileSystem::new();
+        fs.create_dir_all(&dir()).unwrap();
+        for (n, bytes) in logs {
+            fs.set_file_bytes(&filename::wal_path(&dir(), *n), bytes.clone());
+        }
+        fs
+    }
+
+    fn run(fs: &MemFileSystem, numbers: &[u64], mode: WalRecovery) -> Result<Replayed> {
+        replay(fs, &dir(), numbers, mode, 0)
+    }
+
+    fn keys(r: &Replayed) -> Vec<String> {
+        r.memtable
+            .iter()
+            .map(|e| String::from_utf8(e.key.to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn clean_logs_replay_whole_in_every_mode() {
+        let (a, _) = log(1, 5, "a");
+        let (b, _) = log(6, 5, "b");
+        let fs = store(&[(3, a), (4, b)]);
+        for mode in WalRecovery::ALL {
+            let r = run(&fs, &[3, 4], mode).unwrap();
+            assert_eq!(r.memtable.len(), 10, "{mode}");
+            assert_eq!(r.last_seq, 10);
+            assert!(r.report.is_clean());
+            assert_eq!(r.report.records_replayed(), 10);
+        }
+    }
+
+    #[test]
+    fn garbage_tail_in_the_newest_log() {
+        let (mut a, ends) = log(1, 5, "a");
+        let good = a.len();
+        a.extend_from_slice(b"\x01\x02garbage that is not a record at all");
+        let fs = store(&[(3, a.clone())]);
+        for mode in WalRecovery::ALL {
+            let r = run(&fs, &[3], mode);
+            if mode == WalRecovery::AbsoluteConsistency {
+                assert!(matches!(r, Err(Error::Corruption { .. })));
+                continue;
+            }
+            let r = r.unwrap();
+            assert_eq!(r.memtable.len(), 5, "{mode}");
+            assert_eq!(r.report.bytes_dropped(), (a.len() - good) as u64);
+            assert_eq!(r.report.dropped[0].offset, ends[4] as u64);
+        }
+    }
+
+    #[test]
+    fn stale_records_of_an_older_log_are_a_tail() {
+        // The newest log wrote sequences 20..22, over a reused file whose older
+        // records (1..10) are still there after them.
+        let (old, old_ends) = log(1, 10, "old");
+        let (new, _) = log(20, 3, "new");
+        let mut file = new.clone();
+        // Records of the older log, starting at a record boundary and mid-record.
+        file.extend_from_slice(&old[old_ends[2]..]);
+        let fs = store(&[(9, file.clone())]);
+        let r = run(&fs, &[9], WalRecovery::TolerateCorruptTail).unwrap();
+        assert_eq!(keys(&r), vec!["k020", "k021", "k022"]);
+        assert_eq!(r.report.bytes_dropped(), (file.len() - new.len()) as u64);
+        assert!(r.report.dropped[0].reason.contains("stale"), "{}", r.report);
+        assert!(matches!(
+            run(&fs, &[9], WalRecovery::AbsoluteConsistency),
+            Err(Error::Corruption { .. })
+        ));
+    }
+
+    #[test]
+    fn mid_log_damage_per_mode() {
+        let (mut a, ends) = log(1, 6, "a");
+        a[ends[1] + 20] ^= 0x40; // inside record 2's payload; records 3..5 valid
+        let (b, _) = log(7, 2, "b");
+        let fs = store(&[(3, a.clone()), (4, b.clone())]);
+        match run(&fs, &[3, 4], WalRecovery::TolerateCorruptTail) {
+            Err(Error::Corruption { file, reason }) => {
+                assert_eq!(file, filename::wal_path(&dir(), 3));
+                assert!(reason.contains(&format!("offset {}", ends[1])), "{reason}");
+            }
+            other => panic!("expected corruption, got {:?}", other.map(|r| r.report)),
+        }
+        assert!(run(&fs, &[3, 4], WalRecovery::AbsoluteConsistency).is_err());
+
+        let pit = run(&fs, &[3, 4], WalRecovery::PointInTime).unwrap();
+        assert_eq!(keys(&pit), vec!["k001", "k002"]);
+        assert_eq!(pit.last_seq, 2);
+        assert_eq!(
+            pit.report.bytes_dropped(),
+            (a.len() - ends[1] + b.len()) as u64
+        );
+
+        let skip = run(&fs, &[3, 4], WalRecovery::SkipCorrupted).unwrap();
+        assert_eq!(
+            keys(&skip),
+            vec!["k001", "k002", "k004", "k005", "k006", "k007", "k008"]
+        );
+        assert_eq!(skip.report.dropped.len(), 1);
+        assert_eq!(skip.report.bytes_dropped(), (ends[2] - ends[1]) as u64);
+    }
+
+    #[test]
+    fn damage_in_an_older_log_is_not_a_tail() {
+        let (mut a, ends) = log(1, 3, "a");
+        a.truncate(ends[2] - 2); // the older log's last record cut short
+        let (b, _) = log(4, 2, "b");
+        let fs = store(&[(3, a), (4, b)]);
+        assert!(matches!(
+            run(&fs, &[3, 4], WalRecovery::TolerateCorruptTail),
+            Err(Error::Corruption { file, .. }) if file == filename::wal_path(&dir(), 3)
+        ));
+        let pit = run(&fs, &[3, 4], WalRecovery::PointInTime).unwrap();
+        assert_eq!(keys(&pit), vec!["k001", "k002"]);
+        let skip = run(&fs, &[3, 4], WalRecovery::SkipCorrupted).unwrap();
+        assert_eq!(keys(&skip), vec!["k001", "k002", "k004", "k005"]);
+    }
+
+    #[test]
+    fn records_at_or_below_the_tables_floor_are_not_replayed() {
+        let (a, _) = log(1, 5, "a");
+        let fs = store(&[(3, a)]);
+        // Tables already hold everything up to 5: nothing here is newer.
+        let r = replay(&fs, &dir(), &[3], WalRecovery::SkipCorrupted, 5).unwrap();
+        assert!(r.memtable.is_empty());
+        assert_eq!(r.last_seq, 5);
+        assert_eq!(r.report.dropped.len(), 1);
+    }
+}

@@ -1,0 +1,439 @@
+//! Repair: rebuilding a store that will not open because its manifest is missing or
+//! damaged, a live table fails its checksums, or a log is damaged beyond what the
+//! chosen `WalRecovery` mode accepts.
+//!
+//! ```text
+//!  diagnose:  MANIFEST decodes?  every live table verifies block by block?
+//!             every live log replays under options.wal_recovery?
+//!             all yes ─► nothing to do: the store is left byte for byte unchanged
+//!
+//!  rebuild:   tables  = the manifest's tables, or (no usable manifest) every *.sst
+//!             each table: verifies ─► input          fails ─► renamed into lost/
+//!             logs    = every log the manifest keeps (all, without a manifest),
+//!                       replayed keeping every valid record (SkipCorrupted)
+//!             merge inputs + replayed writes, newest sequence number per key wins
+//!             ─► new tables on one level (a sorted run), tombstones dropped
+//!             ─► MANIFEST.tmp, fsync, rename, fsync dir   (the commit point)
+//!             ─► delete the input tables and the replayed logs
+//! ```
+//!
+//! Sequence numbers make the rebuild independent of where each table used to sit:
+//! every entry carries the number of the write that made it, so merging by it gives
+//! each key its newest surviving version whatever the order or level of the inputs.
+//!
+//! Crash safety: nothing the old state needs is changed before the new manifest is
+//! durable, except tables that fail verification, which are renamed into `lost/`
+//! (and both directories fsynced) first — after the commit point an unlisted table
+//! would be deleted as obsolete. A crash before the commit point leaves new tables
+//! that no manifest names: with a usable manifest they are ignored and deleted by the
+//! next open; without one, the next repair reads them as inputs, and they only repeat
+//! entries (same keys, same sequence numbers) that the other inputs still hold.
+//!
+//! Limit: without a usable manifest, repair cannot tell a live table from one that a
+//! finished compaction had made obsolete but not yet deleted (a crash in between). If
+//! such a table is present, a key whose tombstone that compaction dropped can come
+//! back with its older value. RocksDB's and LevelDB's repair share this limit.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::db::{build_table, file_number, open_table, remove_obsolete, write_state};
+use crate::error::{Error, Result};
+use crate::filename::{self, parse_file_name, FileKind};
+use crate::fs::FileSystem;
+use crate::manifest::{self, ManifestState};
+use crate::memtable::Memtable;
+use crate::merge::{MergeIter, Source};
+use crate::options::{Options, NUM_LEVELS};
+use crate::recovery::{self, DroppedSpan, WalRecovery};
+use crate::sstable::check_file;
+use crate::stats::Counters;
+use crate::table_cache::TableCache;
+use crate::types::{Entry, SeqNo, ValueKind};
+use crate::version::{TableHandle, Version};
+
+/// A table that failed verification and was moved out of the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MovedTable {
+    /// Its file number.
+    pub number: u64,
+    /// Where it is now (under `lost/`).
+    pub to: PathBuf,
+    /// What failed.
+    pub reason: String,
+}
+
+/// What [`repair`] found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RepairReport {
+    /// Whether anything was changed. `false`: the store needed no repair.
+    pub repaired: bool,
+    /// What made the repair necessary (empty when nothing was).
+    pub problems: Vec<String>,
+    /// Tables that verified and whose entries were carried into the new tables.
+    pub tables_kept: Vec<u64>,
+    /// Tables that failed verification, moved aside (never deleted).
+    pub tables_moved_aside: Vec<MovedTable>,
+    /// Tables the manifest named that were not there.
+    pub tables_missing: Vec<u64>,
+    /// Logs replayed into the new tables.
+    pub wals_replayed: Vec<u64>,
+    /// Valid log records replayed.
+    pub wal_records: u64,
+    /// Stretches of logs that were not valid records, skipped.
+    pub wal_dropped: Vec<DroppedSpan>,
+    /// The tables written, and the level they were placed on.
+    pub tables_written: Vec<u64>,
+    /// The level the new tables sit on.
+    pub level: usize,
+    /// Live entries written (tombstones are dropped: nothing older survives under them).
+    pub entries_written: u64,
+}
+
+impl fmt::Display for RepairReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.repaired {
+            return writeln!(f, "the store needs no repair; nothing was changed");
+        }
+        for p in &self.problems {
+            writeln!(f, "found: {p}")?;
+        }
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(|n| format!("{n:06}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        writeln!(
+            f,
+            "kept: {} table(s) [{}], {} log record(s) from {} log(s)",
+            self.tables_kept.len(),
+            list(&self.tables_kept),
+            self.wal_records,
+            self.wals_replayed.len()
+        )?;
+        for m in &self.tables_moved_aside {
+            writeln!(
+                f,
+                "moved aside: {:06}.sst -> {} ({})",
+                m.number,
+                m.to.display(),
+                m.reason
+            )?;
+        }
+        for n in &self.tables_missing {
+            writeln!(f, "missing: {n:06}.sst")?;
+        }
+        for d in &self.wal_dropped {
+            writeln!(
+                f,
+                "dropped: {} offset {}, {} byte(s): {}",
+                filename::wal_file_name(d.wal),
+                d.offset,
+                d.len,
+                d.reason
+            )?;
+        }
+        writeln!(
+            f,
+            "wrote {} table(s) on L{} with {} entries; new MANIFEST written",
+            self.tables_written.len(),
+            self.level,
+            self.entries_written
+        )
+    }
+}
+
+/// Rebuilds the store in `path` if it needs it (see the module docs); a store that
+/// opens cleanly under `options` is left unchanged, so repairing twice changes
+/// nothing the second time.
+///
+/// Takes the directory's lock: a store open elsewhere is [`Error::Locked`]. A
+/// directory that holds no store file at all is [`Error::InvalidArgument`].
+///
+/// ```
+/// use bloomkv_kv::{repair, Db, Options};
+/// let dir = tempfile::tempdir()?;
+/// let db = Db::open(dir.path(), Options::default())?;
+/// db.put("k", "v")?;
+/// db.flush()?;
+/// db.close()?;
+/// std::fs::remove_file(dir.path().join("MANIFEST"))?;
+/// let report = repair(dir.path(), Options::default())?;
+/// assert!(report.repaired);
+/// let db = Db::open(dir.path(), Options::default())?;
+/// assert_eq!(db.get("k")?.as_deref(), Some(&b"v"[..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
+    options.validate()?;
+    let dir = path.as_ref().to_path_buf();
+    let fs = options.file_system.clone();
+    if !fs.exists(&dir) {
+        return Err(Error::InvalidArgument(format!(
+            "{} does not exist",
+            dir.display()
+        )));
+    }
+    let _lock = match fs.lock(&filename::lock_path(&dir)) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(Error::Locked(dir)),
+        Err(e) => return Err(e.into()),
+    };
+    let names = fs.list(&dir)?;
+    let mut report = RepairReport::default();
+
+    // Diagnose.
+    let state = match manifest::read_manifest(fs.as_ref(), &dir) {
+        Ok(Some(state)) => Some(state),
+        Ok(None) => {
+            report.problems.push("MANIFEST is missing".into());
+            None
+        }
+        Err(e) => {
+            report.problems.push(format!("MANIFEST is damaged: {e}"));
+            None
+        }
+    };
+    let on_disk = |want: fn(FileKind) -> Option<u64>| -> Vec<u64> {
+        let mut v: Vec<u64> = names
+            .iter()
+            .filter_map(|n| parse_file_name(n).and_then(want))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let table_files = on_disk(|k| match k {
+        FileKind::Table(n) => Some(n),
+        _ => None,
+    });
+    let wal_files = on_disk(|k| match k {
+        FileKind::Wal(n) => Some(n),
+        _ => None,
+    });
+    if state.is_none() && table_files.is_empty() && wal_files.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no bloomkv store to repair",
+            dir.display()
+        )));
+    }
+    let (tables, wals, floor): (Vec<u64>, Vec<u64>, SeqNo) = match &state {
+        Some(s) => (
+            s.tables().iter().map(|t| t.number).collect(),
+            wal_files
+                .iter()
+                .copied()
+                .filter(|&n| n >= s.wal_number())
+                .collect(),
+            s.last_sequence(),
+        ),
+        None => (table_files.clone(), wal_files.clone(), 0),
+    };
+    let mut sound = Vec::new();
+    let mut failed = Vec::new();
+    for &number in &tables {
+        let path = filename::table_path(&dir, number);
+        if !fs.exists(&path) {
+            report
+                .problems
+                .push(format!("table {number:06} is missing"));
+            report.tables_missing.push(number);
+            continue;
+        }
+        match verify_table(&fs, &dir, number, &options) {
+            Ok(handle) => sound.push(Arc::new(handle)),
+            Err(reason) => {
+                report
+                    .problems
+                    .push(format!("table {number:06} fails verification: {reason}"));
+                failed.push((number, reason));
+            }
+        }
+    }
+    if state.is_some() && report.problems.is_empty() {
+        match recovery::replay(fs.as_ref(), &dir, &wals, options.wal_recovery, floor) {
+            Ok(_) => return Ok(report), // opens as it is: nothing to repair
+            Err(e) => report.problems.push(format!("log damaged: {e}")),
+        }
+    }
+
+    // Rebuild. First move failing tables aside, durably, while a manifest may still
+    // name them: after the commit point an unnamed table would count as obsolete.
+    if !failed.is_empty() {
+        let lost = filename::lost_dir(&dir);
+        fs.create_dir_all(&lost)?;
+        for (number, reason) in failed {
+            let to = free_name(fs.as_ref(), &lost, &filename::table_file_name(number));
+            fs.rename(&filename::table_path(&dir, number), &to)?;
+            report
+                .tables_moved_aside
+                .push(MovedTable { number, to, reason });
+        }
+        fs.sync_dir(&lost)?;
+        fs.sync_dir(&dir)?;
+    }
+    // Every valid record of every log; the seq floor keeps a stale record out.
+    let replayed = recovery::replay(fs.as_ref(), &dir, &wals, WalRecovery::SkipCorrupted, floor)?;
+    report.wals_replayed = wals.clone();
+    report.wal_records = replayed.report.records_replayed();
+    report.wal_dropped = replayed.report.dropped.clone();
+
+    let mut last_sequence = replayed.last_seq;
+    if let Some(s) = &state {
+        last_sequence = last_sequence.max(s.last_sequence());
+    }
+    let mut input_bytes = replayed.memtable.approximate_size() as u64;
+    for t in &sound {
+        last_sequence = last_sequence.max(t.max_seq());
+        input_bytes += t.file_size();
+        report.tables_kept.push(t.number);
+    }
+    let level = level_for(&options, input_bytes);
+    report.level = level;
+
+    let highest = names
+        .iter()
+        .filter_map(|n| file_number(n))
+        .max()
+        .unwrap_or(0);
+    let floor_number = state.as_ref().map_or(1, ManifestState::next_file_number);
+    let next_number = AtomicU64::new(floor_number.max(highest + 1));
+    let written = match write_merged(
+        &fs,
+        &dir,
+        &options,
+        &sound,
+        replayed.memtable,
+        &next_number,
+        &mut report,
+    ) {
+        Ok(w) => w,
+        Err(e) => {
+            // Nothing names the partial output: remove it (best effort).
+            for n in &report.tables_written {
+                let _ = fs.remove(&filename::table_path(&dir, *n));
+            }
+            return Err(e);
+        }
+    };
+
+    // The commit point: a manifest naming only the new tables, and a log number above
+    // every log replayed (that log does not exist yet: it holds no writes).
+    let version = Version::empty().apply(&[], written.into_iter().map(|h| (level, h)).collect());
+    let wal_number = next_number.fetch_add(1, Ordering::Relaxed);
+    let next = next_number.load(Ordering::Relaxed);
+    write_state(&fs, &dir, &version, wal_number, next, last_sequence)?;
+    let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
+    remove_obsolete(&fs, &dir, Some(&live), wal_number);
+    report.repaired = true;
+    Ok(report)
+}
+
+/// Opens table `number` and checks every block: the handle if it is sound, why not
+/// if it is not.
+fn verify_table(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    number: u64,
+    options: &Options,
+) -> std::result::Result<TableHandle, String> {
+    let path = filename::table_path(dir, number);
+    let file = fs
+        .open_random(&path)
+        .map_err(|e| format!("cannot be opened: {e}"))?;
+    if let Some(p) = check_file(file, path).into_iter().next() {
+        return Err(p.to_string());
+    }
+    let policies = options.known_policies().map_err(|e| e.to_string())?;
+    let cache = TableCache::new(fs.clone(), options.max_open_files);
+    open_table(
+        &cache,
+        dir,
+        number,
+        &Arc::new(Counters::default()),
+        &policies,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The shallowest level (from L1) whose size budget holds `bytes`.
+fn level_for(options: &Options, bytes: u64) -> usize {
+    (1..NUM_LEVELS)
+        .find(|&l| options.max_bytes_for_level(l) >= bytes)
+        .unwrap_or(NUM_LEVELS - 1)
+}
+
+/// A name in `dir` for `name` that no file has yet (`name`, `name.1`, `name.2`, ...).
+fn free_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
+    let mut candidate = dir.join(name);
+    let mut i = 0u32;
+    while fs.exists(&candidate) {
+        i += 1;
+        candidate = dir.join(format!("{name}.{i}"));
+    }
+    candidate
+}
+
+/// Merges the sound tables and the replayed writes into new tables of about
+/// `target_file_size`, newest sequence number per key, tombstones dropped.
+fn write_merged(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    options: &Options,
+    sound: &[Arc<TableHandle>],
+    replayed: Memtable,
+    next_number: &AtomicU64,
+    report: &mut RepairReport,
+) -> Result<Vec<Arc<TableHandle>>> {
+    let policy = options.filter_policy()?;
+    let policies = options.known_policies()?;
+    let counters = Arc::new(Counters::default());
+    let mem = Arc::new(replayed);
+    let mut sources: Vec<Source> = vec![Box::new(
+        mem.owned_range(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            crate::memtable::READ_LATEST,
+        )
+        .map(Ok),
+    )];
+    for t in sound {
+        sources.push(Box::new(t.table.iter_from(Bound::Unbounded)));
+    }
+    let mut merged = MergeIter::new(sources)
+        .filter(|e| !matches!(e, Ok(e) if e.kind == ValueKind::Delete))
+        .peekable();
+    let mut written = Vec::new();
+    while merged.peek().is_some() {
+        let number = next_number.fetch_add(1, Ordering::Relaxed);
+        let mut bytes = 0u64;
+        let mut entries = 0u64;
+        let chunk = std::iter::from_fn(|| {
+            if bytes >= options.target_file_size {
+                return None;
+            }
+            let item: Result<Entry> = merged.next()?;
+            if let Ok(e) = &item {
+                bytes += (e.key.len() + e.value.len() + 16) as u64;
+                entries += 1;
+            }
+            Some(item)
+        });
+        let cache = TableCache::new(fs.clone(), options.max_open_files);
+        let built = build_table(
+            fs, &cache, dir, number, options, &policy, &counters, &policies, chunk,
+        )?;
+        if let Some(handle) = built {
+            report.tables_written.push(number);
+            report.entries_written += entries;
+            written.push(Arc::new(handle));
+        }
+    }
+    Ok(written)
+}
