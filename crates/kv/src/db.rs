@@ -32,6 +32,7 @@ use bytes::Bytes;
 use crate::compaction;
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
+use crate::filter_plan::{self, FilterAllocation};
 use crate::fs::{FileLock, FileSystem};
 use crate::inspect::TableInfo;
 use crate::manifest::{self, ManifestState, TableMeta};
@@ -431,6 +432,19 @@ impl Db {
         self.inner.flush()
     }
 
+    /// Flushes the memtables and runs every compaction the tree needs now (each level
+    /// within its budget, L0 under its trigger), in the caller's thread; returns when
+    /// none is left. What a benchmark or a test calls to measure a settled tree.
+    pub fn wait_for_compaction(&self) -> Result<()> {
+        self.inner.flush()?;
+        let mut maint = lock(&self.inner.maint);
+        while let Some(pick) = self.inner.pick_compaction(&mut maint) {
+            self.inner
+                .compact(&mut maint, pick.inputs, pick.output_level)?;
+        }
+        Ok(())
+    }
+
     /// Compacts every table into one sorted run on the deepest level, dropping
     /// overwritten versions and tombstones.
     pub fn compact(&self) -> Result<()> {
@@ -744,7 +758,7 @@ impl Inner {
         };
         let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
         let added = self
-            .build_table(number, mem.iter().map(Ok))?
+            .build_table(number, 0, mem.len() as u64, mem.iter().map(Ok))?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         let version = view.version.apply(&[], added);
@@ -800,22 +814,54 @@ impl Inner {
         Ok(())
     }
 
+    /// Writes table `number` for `level`, with the filter the level's plan calls for
+    /// (`incoming`: about how many keys the table will hold).
     fn build_table(
         &self,
         number: u64,
+        level: usize,
+        incoming: u64,
         entries: impl Iterator<Item = Result<Entry>>,
     ) -> Result<Option<TableHandle>> {
+        let policy = self.policy_for_level(level, incoming)?;
         build_table(
             &self.fs,
             &self.table_cache,
             &self.dir,
             number,
             &self.options,
-            &self.policy,
+            &policy,
             &self.counters,
             &self.policies,
             entries,
         )
+    }
+
+    /// The filter policy for a new table on `level` (see `filter_plan.rs`): the store's
+    /// policy under the uniform allocation, otherwise the plan for the live tree plus
+    /// the `incoming` keys.
+    fn policy_for_level(
+        &self,
+        level: usize,
+        incoming: u64,
+    ) -> Result<Option<Arc<dyn FilterPolicy>>> {
+        let options = &self.options;
+        if options.filter_allocation == FilterAllocation::Uniform
+            && !options.optimize_filters_for_hits
+        {
+            return Ok(self.policy.clone());
+        }
+        let version = self.current().version.clone();
+        let loads = filter_plan::loads(&version, level, incoming);
+        let kinds = filter_plan::level_kinds(options);
+        let plan = filter_plan::plan(
+            options.filter_allocation,
+            options.bits_per_key,
+            options.optimize_filters_for_hits,
+            &kinds,
+            &loads,
+        );
+        filter_plan::policy_for(&kinds[level], plan.bits_per_key[level])
     }
 
     /// Merges `inputs` into tables on `output_level`, splitting at the target size.
@@ -838,6 +884,16 @@ impl Inner {
         let mut merged = MergeIter::new(sources)
             .filter(|e| !(drop_tombstones && matches!(e, Ok(e) if e.kind == ValueKind::Delete)))
             .peekable();
+        // Keys joining the output level (its own inputs are already counted there).
+        let incoming: u64 = inputs
+            .iter()
+            .filter(|h| {
+                !version.levels[output_level]
+                    .iter()
+                    .any(|t| t.number == h.number)
+            })
+            .map(|h| h.table.properties().entries)
+            .sum();
         let mut added = Vec::new();
         while merged.peek().is_some() {
             // A long compaction must not hold writers up: a memtable frozen meanwhile
@@ -851,7 +907,7 @@ impl Inner {
                 written: 0,
                 target,
             };
-            if let Some(h) = self.build_table(number, chunk)? {
+            if let Some(h) = self.build_table(number, output_level, incoming, chunk)? {
                 added.push((output_level, Arc::new(h)));
             }
         }

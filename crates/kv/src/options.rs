@@ -9,6 +9,7 @@ use std::sync::Arc;
 use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash};
 
 use crate::error::{Error, Result};
+use crate::filter_plan::FilterAllocation;
 use crate::fs::{FileSystem, OsFileSystem};
 use crate::recovery::WalRecovery;
 
@@ -116,6 +117,14 @@ pub struct Options {
     /// in neither list is read without its filter and counted in
     /// `DbStats::filter_unknown_policy`. Default empty.
     pub extra_filter_policies: Vec<Arc<dyn FilterPolicy>>,
+    /// How filter memory is split across levels: [`FilterAllocation::Uniform`]
+    /// (default: `bits_per_key` everywhere) or [`FilterAllocation::Monkey`] (the same
+    /// total, more bits on small upper levels; see `filter_plan`).
+    pub filter_allocation: FilterAllocation,
+    /// Build no filter for the deepest non-empty level (RocksDB's name): saves most of
+    /// the filter memory; lookups for absent keys then read one block there. Default
+    /// `false`.
+    pub optimize_filters_for_hits: bool,
     /// What open does with WAL bytes that are not a valid record (see [`WalRecovery`]
     /// for exactly what each mode keeps and drops). Default
     /// [`WalRecovery::TolerateCorruptTail`].
@@ -159,6 +168,8 @@ impl Default for Options {
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),
             extra_filter_policies: Vec::new(),
+            filter_allocation: FilterAllocation::Uniform,
+            optimize_filters_for_hits: false,
             wal_recovery: WalRecovery::TolerateCorruptTail,
         }
     }
@@ -199,6 +210,8 @@ impl fmt::Debug for Options {
                     .collect::<Vec<_>>(),
             )
             .field("wal_recovery", &self.wal_recovery)
+            .field("filter_allocation", &self.filter_allocation)
+            .field("optimize_filters_for_hits", &self.optimize_filters_for_hits)
             .finish()
     }
 }

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::options::NUM_LEVELS;
+
 /// Live counters, shared by every table of one store. Relaxed atomics: they are
 /// statistics, not synchronisation.
 #[derive(Debug, Default)]
@@ -47,6 +49,8 @@ pub struct Counters {
     /// Writes that waited for background work (L0 slowdown or stop, or a full set of
     /// frozen memtables).
     pub write_stalls: AtomicU64,
+    /// The read path's decisions, level by level.
+    pub levels: [LevelCounters; NUM_LEVELS],
     /// Microseconds those writes spent waiting.
     pub write_stall_micros: AtomicU64,
     /// WAL bytes the last open did not replay (see `RecoveryReport`).
@@ -80,6 +84,89 @@ pub struct ReadTally {
     pub filter_positives: u64,
     /// Filter said "maybe" and the table held the key.
     pub filter_true_positives: u64,
+    /// The same decisions, level by level (L0 first).
+    pub levels: [LevelTally; NUM_LEVELS],
+}
+
+/// One level's share of a lookup's decisions.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LevelTally {
+    /// Tables of the level whose key range covered the key.
+    pub table_probes: u32,
+    /// Filter said "absent".
+    pub filter_negatives: u32,
+    /// Filter said "maybe".
+    pub filter_positives: u32,
+    /// Filter said "maybe" and the table held the key.
+    pub filter_true_positives: u32,
+}
+
+impl ReadTally {
+    /// Where the tally stands, to attribute what follows to one level.
+    #[inline]
+    pub(crate) fn mark(&self) -> [u64; 4] {
+        [
+            self.table_probes,
+            self.filter_negatives,
+            self.filter_positives,
+            self.filter_true_positives,
+        ]
+    }
+
+    /// Attributes everything since `mark` to `level`.
+    #[inline]
+    pub(crate) fn close_level(&mut self, level: usize, mark: [u64; 4]) {
+        if self.table_probes == mark[0] {
+            return;
+        }
+        let l = &mut self.levels[level];
+        l.table_probes += (self.table_probes - mark[0]) as u32;
+        l.filter_negatives += (self.filter_negatives - mark[1]) as u32;
+        l.filter_positives += (self.filter_positives - mark[2]) as u32;
+        l.filter_true_positives += (self.filter_true_positives - mark[3]) as u32;
+    }
+}
+
+/// Live per-level counters.
+#[derive(Debug, Default)]
+pub struct LevelCounters {
+    /// Tables of the level whose key range covered a looked-up key.
+    pub table_probes: AtomicU64,
+    /// Filter said "absent".
+    pub filter_negatives: AtomicU64,
+    /// Filter said "maybe".
+    pub filter_positives: AtomicU64,
+    /// Filter said "maybe" and the key was there.
+    pub filter_true_positives: AtomicU64,
+}
+
+/// One level's counters in a [`DbStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LevelStats {
+    /// Tables of the level whose key range covered a looked-up key.
+    pub table_probes: u64,
+    /// Filter said "absent" (reads avoided on this level).
+    pub filter_negatives: u64,
+    /// Filter said "maybe" (each cost one data-block read).
+    pub filter_positives: u64,
+    /// Filter said "maybe" and the key was there.
+    pub filter_true_positives: u64,
+}
+
+impl LevelStats {
+    /// Observed false-positive rate of this level's filters, or 0 if none was asked
+    /// about an absent key.
+    pub fn observed_fp_rate(&self) -> f64 {
+        let fp = self
+            .filter_positives
+            .saturating_sub(self.filter_true_positives);
+        let absent = fp + self.filter_negatives;
+        if absent == 0 {
+            0.0
+        } else {
+            fp as f64 / absent as f64
+        }
+    }
 }
 
 impl Counters {
@@ -94,6 +181,21 @@ impl Counters {
         ] {
             if n != 0 {
                 add(counter, n);
+            }
+        }
+        for (live, t) in self.levels.iter().zip(&t.levels) {
+            if t.table_probes == 0 {
+                continue;
+            }
+            add(&live.table_probes, u64::from(t.table_probes));
+            for (counter, n) in [
+                (&live.filter_negatives, t.filter_negatives),
+                (&live.filter_positives, t.filter_positives),
+                (&live.filter_true_positives, t.filter_true_positives),
+            ] {
+                if n != 0 {
+                    add(counter, u64::from(n));
+                }
             }
         }
     }
@@ -131,6 +233,8 @@ pub struct DbStats {
     pub write_stall_micros: u64,
     /// Table files held open now (bounded by `Options::max_open_files`).
     pub open_table_files: u64,
+    /// The read path's decisions per level, L0 first.
+    pub levels: Vec<LevelStats>,
     /// Live tables per level, L0 first.
     pub tables_per_level: Vec<usize>,
     /// Bytes of filter held in memory across all live tables.
@@ -183,6 +287,16 @@ impl Counters {
             write_stalls: get(&self.write_stalls),
             write_stall_micros: get(&self.write_stall_micros),
             open_table_files: 0,
+            levels: self
+                .levels
+                .iter()
+                .map(|l| LevelStats {
+                    table_probes: get(&l.table_probes),
+                    filter_negatives: get(&l.filter_negatives),
+                    filter_positives: get(&l.filter_positives),
+                    filter_true_positives: get(&l.filter_true_positives),
+                })
+                .collect(),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),

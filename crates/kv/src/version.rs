@@ -81,6 +81,7 @@ impl Version {
         // second tests them, newest first, so the cache misses overlap instead of
         // following one another.
         let l0 = &self.levels[0];
+        let mark = tally.mark();
         if l0.len() <= 64 {
             let mut candidates = 0u64;
             for (i, handle) in l0.iter().enumerate() {
@@ -93,21 +94,27 @@ impl Version {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
                 if let Some(entry) = l0[i].table.probe_covered(key, hash, tally)? {
+                    tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
             }
         } else {
             for handle in l0 {
                 if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
+                    tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
             }
         }
-        for level in &self.levels[1..] {
+        tally.close_level(0, mark);
+        for (n, level) in self.levels.iter().enumerate().skip(1) {
             let i = level.partition_point(|h| h.largest() < key);
             if let Some(handle) = level.get(i) {
-                if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
-                    return Ok(Some(entry));
+                let mark = tally.mark();
+                let found = handle.table.get_tallied(key, hash, tally)?;
+                tally.close_level(n, mark);
+                if found.is_some() {
+                    return Ok(found);
                 }
             }
         }
