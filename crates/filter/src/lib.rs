@@ -50,6 +50,7 @@ pub mod filter_block;
 mod frame;
 mod hash;
 mod layout;
+mod line_model;
 pub mod murmur3;
 mod policy;
 pub mod sizing;
@@ -62,5 +63,5 @@ pub use bloom_policy::{
 pub use counting::{CountingBloomFilter, COUNTER_MAX};
 pub use error::FilterError;
 pub use hash::{fastrange64, KeyHash};
-pub use layout::{BloomLayout, CACHE_LOCAL_PROBES, MAX_PROBES};
+pub use layout::{BloomLayout, CACHE_LOCAL_MAX_PROBES, CACHE_LOCAL_PROBES, MAX_PROBES};
 pub use policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};
