@@ -54,6 +54,7 @@ mod line_model;
 pub mod murmur3;
 mod policy;
 pub mod sizing;
+mod standalone_probes;
 
 pub use bloom::{BloomFilter, FilterStats, MAX_HASHES};
 pub use bloom_policy::{

@@ -308,3 +308,35 @@ fn an_unknown_frame_version_is_refused() {
         Err(FilterError::Corrupt(_))
     ));
 }
+
+/// The same items in frames of version 2 (k distinct probes from a mixed sequence),
+/// the version new filters write.
+const BLOOM_V2: &str = "424b5646020100000300000064000000000000000b000000000000000100a144c81418b105490a4003000000177901cc";
+const BLOOM_V2_ANSWERS: &str = "00000000010000000000000000000000000000000000010000000000000000000000000000000000000001000000000000000000000000000000000000000000000000000000000000000000010000000000000010000000000000000000001000000000";
+const COUNTING_V2: &str = "424b564602020000030000002800000000000000090000000000000013000004011002000001100012050000001200200000000026bc5695";
+const COUNTING_V2_ANSWERS: &str = "00000000000000010000000000000001000000000000100000000000000000000000000000100001000100000000000000000000000000000000000000000000000001000000010000000000000000000000000000000000000000000000000000000000";
+
+#[test]
+fn version_2_standalone_frames_are_pinned() {
+    let mut f = BloomFilter::new(100, 3).unwrap();
+    for item in BLOOM_V1_ITEMS {
+        f.insert(item);
+    }
+    assert_eq!(hex(&f.to_bytes()), BLOOM_V2);
+    assert_eq!(f.count_ones(), 27);
+    assert_eq!(answers(|q| f.contains(q)), BLOOM_V2_ANSWERS);
+    assert_eq!(BloomFilter::from_bytes(&unhex(BLOOM_V2)).unwrap(), f);
+
+    let mut c = CountingBloomFilter::new(40, 3).unwrap();
+    for item in COUNTING_V1_ITEMS {
+        c.insert(item);
+    }
+    assert_eq!(hex(&c.to_bytes()), COUNTING_V2);
+    // "" three times: its three distinct counters hold 3 (rule 1 put 9 on one).
+    assert_eq!((c.count_nonzero(), c.count_saturated()), (14, 0));
+    assert_eq!(answers(|q| c.contains(q)), COUNTING_V2_ANSWERS);
+    assert_eq!(
+        CountingBloomFilter::from_bytes(&unhex(COUNTING_V2)).unwrap(),
+        c
+    );
+}
