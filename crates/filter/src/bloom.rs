@@ -7,9 +7,12 @@
 //! positive, at the rate [`sizing::false_positive_rate`] predicts). Items cannot be
 //! removed (see [`CountingBloomFilter`](crate::CountingBloomFilter) for that).
 //!
-//! Items are hashed once with MurmurHash3 x64_128 into `(h1, h2)`; probe `i` is bit
-//! `fastrange(h1 + i·h2, m)` (double hashing, `h2` odd, multiply-shift instead of `%`).
-//! Bits live in `u64` words so that fill ratio is a hardware popcount per word.
+//! Items are hashed once with MurmurHash3 x64_128; the halves pick `k` *distinct* bits
+//! from a mixed sequence (rule 2 of `standalone_probes`,
+//! multiply-shift instead of `%`), so no item, the empty one included, sets fewer than
+//! `k` bits. Filters read from version-1 bytes keep the double hashing they were
+//! written with. Bits live in `u64` words so that fill ratio is a hardware popcount
+//! per word.
 //!
 //! # Serialized form
 //!
@@ -19,7 +22,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "BKVF"
-//!      4     1  version = 1
+//!      4     1  version: 2 (distinct probes); 1 (double hashing) is still read
 //!      5     1  kind = 1 (BloomFilter)
 //!      6     2  reserved = 0
 //!      8     4  num_hashes  (u32, 1..=64)
@@ -36,9 +39,8 @@ use serde::Serialize;
 
 use crate::error::FilterError;
 use crate::frame::{self, FrameHeader, FrameKind};
-use crate::hash::KeyHash;
-use crate::layout::{standard_contains, standard_insert};
 use crate::sizing::{self, MAX_NUM_BITS};
+use crate::standalone_probes::ProbeRule;
 
 /// The most hash functions a standalone filter accepts. Beyond 64 the optimum would
 /// need over 92 bits per item and a false-positive rate below 2^-64.
@@ -66,6 +68,8 @@ pub struct BloomFilter {
     num_bits: u64,
     num_hashes: u32,
     len: u64,
+    /// Where probes land: the current rule, or the one the bytes were written with.
+    rule: ProbeRule,
 }
 
 /// A filter's statistics, serializable to JSON with the field names the source
@@ -103,6 +107,7 @@ impl BloomFilter {
             num_bits,
             num_hashes,
             len: 0,
+            rule: ProbeRule::CURRENT,
         })
     }
 
@@ -118,15 +123,33 @@ impl BloomFilter {
     /// its bits was zero) and `false` if it may have been added before, so a
     /// de-duplicating caller needs one call, not `contains` then `insert`.
     pub fn insert(&mut self, item: impl AsRef<[u8]>) -> bool {
-        let hash = KeyHash::murmur3(item.as_ref());
+        let slots = self
+            .rule
+            .slots(item.as_ref(), self.num_hashes, self.num_bits);
         self.len = self.len.saturating_add(1);
-        standard_insert(&mut self.words, self.num_bits, self.num_hashes, hash)
+        let mut changed = 0u64;
+        for &bit in slots.as_slice() {
+            let mask = 1u64 << (bit & 63);
+            if let Some(w) = self.words.get_mut((bit >> 6) as usize) {
+                changed |= !*w & mask;
+                *w |= mask;
+            }
+        }
+        changed != 0
     }
 
     /// `false` if `item` was certainly never inserted; `true` if it probably was.
     pub fn contains(&self, item: impl AsRef<[u8]>) -> bool {
-        let hash = KeyHash::murmur3(item.as_ref());
-        standard_contains(&self.words, self.num_bits, self.num_hashes, hash)
+        let slots = self
+            .rule
+            .slots(item.as_ref(), self.num_hashes, self.num_bits);
+        // A word beyond the array cannot exist for a consistent filter; counting it as
+        // set keeps the answer a "maybe", never a false negative.
+        slots.as_slice().iter().all(|&bit| {
+            self.words
+                .get((bit >> 6) as usize)
+                .is_none_or(|w| (w >> (bit & 63)) & 1 == 1)
+        })
     }
 
     /// Bits in the array (`m`).
@@ -183,15 +206,23 @@ impl BloomFilter {
 
     /// Merges `other` into `self`: afterwards `self` contains every item of either.
     ///
-    /// Both filters must have the same `num_bits` and `num_hashes` (the same hashing is
-    /// implied by the type). The item count becomes the fill-ratio estimate, clamped
+    /// Both filters must have the same `num_bits`, `num_hashes` and probe rule (a
+    /// filter read from version-1 bytes keeps version 1's rule). The item count becomes the fill-ratio estimate, clamped
     /// between the larger of the two counts and their sum, since items present in both
     /// cannot be told apart.
     pub fn union(&mut self, other: &BloomFilter) -> Result<(), FilterError> {
-        if self.num_bits != other.num_bits || self.num_hashes != other.num_hashes {
+        if self.num_bits != other.num_bits
+            || self.num_hashes != other.num_hashes
+            || self.rule != other.rule
+        {
             return Err(FilterError::InvalidArgument(format!(
-                "cannot unite a filter of {} bits and {} hashes with one of {} bits and {} hashes",
-                self.num_bits, self.num_hashes, other.num_bits, other.num_hashes
+                "cannot unite a filter of {} bits, {} hashes, version {} with one of {} bits, {} hashes, version {}",
+                self.num_bits,
+                self.num_hashes,
+                self.rule.frame_version(),
+                other.num_bits,
+                other.num_hashes,
+                other.rule.frame_version()
             )));
         }
         for (a, b) in self.words.iter_mut().zip(&other.words) {
@@ -241,10 +272,12 @@ impl BloomFilter {
         }
     }
 
-    /// The checksummed serialized form (layout in the module docs).
+    /// The checksummed serialized form (layout in the module docs), in the frame
+    /// version of this filter's probe rule.
     pub fn to_bytes(&self) -> Vec<u8> {
         let header = FrameHeader {
             kind: FrameKind::Bloom,
+            rule: self.rule,
             num_hashes: self.num_hashes,
             size: self.num_bits,
             items: self.len,
@@ -262,6 +295,7 @@ impl BloomFilter {
             num_bits: header.size,
             num_hashes: header.num_hashes,
             len: header.items,
+            rule: header.rule,
         })
     }
 }
@@ -360,6 +394,7 @@ mod tests {
             num_bits: 64,
             num_hashes: 1,
             len: 0,
+            rule: ProbeRule::CURRENT,
         };
         assert!(full.estimated_len().is_infinite());
     }
@@ -409,5 +444,28 @@ mod tests {
         assert_eq!(v["items_added"], 3);
         assert_eq!(v["memory_bytes"], 150 * 8);
         assert!(v["fill_ratio"].as_f64().unwrap() > 0.0);
+    }
+
+    #[test]
+    fn the_empty_item_sets_k_distinct_bits() {
+        let mut f = BloomFilter::with_rate(1000, 0.01).unwrap();
+        assert_eq!(f.num_hashes(), 7);
+        assert!(f.insert(""));
+        assert_eq!(f.count_ones(), 7);
+        assert!(f.contains(""));
+        // Items whose murmur3 halves are tiny or equal still set k bits each.
+        for item in ["", "a", "\0", "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"] {
+            let mut f = BloomFilter::new(9586, 7).unwrap();
+            f.insert(item);
+            assert_eq!(f.count_ones(), 7, "{item:?}");
+        }
+    }
+
+    #[test]
+    fn filters_of_different_rules_do_not_unite() {
+        let mut a = BloomFilter::new(128, 2).unwrap();
+        let mut b = a.clone();
+        b.rule = ProbeRule::DoubleHashing;
+        assert!(a.union(&b).is_err());
     }
 }

@@ -5,6 +5,11 @@
 //! its counters are non-zero. The price is four times the memory of a plain filter at
 //! the same false-positive rate.
 //!
+//! Each item increments `k` *distinct* counters (see
+//! `standalone_probes`), so one item adds at most 1 to any
+//! counter per insert: saturating a counter takes 15 inserts that share it, never a
+//! few inserts of one item whose probes coincide.
+//!
 //! Counters saturate: one that reaches 15 stays at 15 forever. It is never
 //! decremented, because after saturation the filter no longer knows how many items
 //! share it; decrementing could reach zero while one of them is still present (a
@@ -28,8 +33,8 @@
 use crate::bloom::{estimate_items, to_corrupt, FilterStats, MAX_HASHES};
 use crate::error::FilterError;
 use crate::frame::{self, FrameHeader, FrameKind};
-use crate::hash::{fastrange64, KeyHash};
 use crate::sizing::{self, MAX_NUM_BITS};
+use crate::standalone_probes::{ProbeRule, Slots};
 
 /// The value at which a counter sticks.
 pub const COUNTER_MAX: u8 = 15;
@@ -56,6 +61,8 @@ pub struct CountingBloomFilter {
     num_counters: u64,
     num_hashes: u32,
     len: u64,
+    /// Where probes land (see [`BloomFilter`](crate::BloomFilter)).
+    rule: ProbeRule,
 }
 
 impl CountingBloomFilter {
@@ -71,6 +78,7 @@ impl CountingBloomFilter {
             num_counters,
             num_hashes,
             len: 0,
+            rule: ProbeRule::CURRENT,
         })
     }
 
@@ -100,20 +108,18 @@ impl CountingBloomFilter {
         }
     }
 
-    /// The counter indices of an item: double hashing with multiply-shift. The
-    /// iterator borrows nothing, so counters can be updated while it runs.
-    fn probes(&self, item: &[u8]) -> impl Iterator<Item = u64> + Clone {
-        let hash = KeyHash::murmur3(item);
-        let m = self.num_counters;
-        (0..u64::from(self.num_hashes))
-            .map(move |i| fastrange64(hash.h1.wrapping_add(i.wrapping_mul(hash.h2)), m))
+    /// The counter indices of an item: `k` distinct counters (version-2 rule), or
+    /// double hashing for a filter read from version-1 bytes. Held on the stack, so
+    /// counters can be updated while they are walked.
+    fn probes(&self, item: &[u8]) -> Slots {
+        self.rule.slots(item, self.num_hashes, self.num_counters)
     }
 
     /// Adds `item` (counted again if added twice). Returns `true` if it was certainly
     /// absent before.
     pub fn insert(&mut self, item: impl AsRef<[u8]>) -> bool {
         let mut was_absent = false;
-        for c in self.probes(item.as_ref()) {
+        for &c in self.probes(item.as_ref()).as_slice() {
             let v = self.counter(c);
             was_absent |= v == 0;
             if v < COUNTER_MAX {
@@ -131,13 +137,13 @@ impl CountingBloomFilter {
     /// negatives.
     pub fn remove(&mut self, item: impl AsRef<[u8]>) -> bool {
         let probes = self.probes(item.as_ref());
-        if probes.clone().any(|c| self.counter(c) == 0) {
+        if probes.as_slice().iter().any(|&c| self.counter(c) == 0) {
             return false;
         }
-        for c in probes {
+        for &c in probes.as_slice() {
             let v = self.counter(c);
-            // v == 0 here only if this item probes one counter twice and another
-            // removal already drained it; never wrap below zero.
+            // v == 0 here only under the version-1 rule, if this item probes one
+            // counter twice and this removal already drained it; never wrap below zero.
             if v > 0 && v < COUNTER_MAX {
                 self.set_counter(c, v - 1);
             }
@@ -148,7 +154,10 @@ impl CountingBloomFilter {
 
     /// `false` if `item` is certainly absent; `true` if it may be present.
     pub fn contains(&self, item: impl AsRef<[u8]>) -> bool {
-        self.probes(item.as_ref()).all(|c| self.counter(c) > 0)
+        self.probes(item.as_ref())
+            .as_slice()
+            .iter()
+            .all(|&c| self.counter(c) > 0)
     }
 
     /// Number of counters (`m`).
@@ -233,6 +242,7 @@ impl CountingBloomFilter {
     pub fn to_bytes(&self) -> Vec<u8> {
         let header = FrameHeader {
             kind: FrameKind::Counting,
+            rule: self.rule,
             num_hashes: self.num_hashes,
             size: self.num_counters,
             items: self.len,
@@ -249,6 +259,7 @@ impl CountingBloomFilter {
             num_counters: header.size,
             num_hashes: header.num_hashes,
             len: header.items,
+            rule: header.rule,
         })
     }
 }
@@ -334,5 +345,29 @@ mod tests {
         assert!(CountingBloomFilter::with_rate(0, 0.1).is_err());
         assert!(CountingBloomFilter::with_rate(10, f64::NAN).is_err());
         assert!(CountingBloomFilter::with_rate(10, 1.0).is_err());
+    }
+
+    #[test]
+    fn the_empty_item_counts_in_and_out_cleanly() {
+        let mut f = CountingBloomFilter::with_rate(1000, 0.01).unwrap();
+        for _ in 0..3 {
+            f.insert("");
+        }
+        assert_eq!(f.count_nonzero(), 7, "seven distinct counters");
+        assert_eq!(f.count_saturated(), 0);
+        for _ in 0..3 {
+            assert!(f.remove(""));
+        }
+        assert!(!f.contains(""));
+        assert_eq!(f.count_nonzero(), 0);
+        // Fourteen inserts of one item stay below saturation: +1 per counter each.
+        for _ in 0..14 {
+            f.insert("");
+        }
+        assert_eq!(f.count_saturated(), 0);
+        for _ in 0..14 {
+            assert!(f.remove(""));
+        }
+        assert_eq!(f.count_nonzero(), 0);
     }
 }

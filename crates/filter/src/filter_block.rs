@@ -15,15 +15,16 @@
 //!  lay      layout id: 0 = standard, 1 = cache-local (512-bit lines, word 8j..8j+8 = line j)
 //!  k        probes per key, 1..=30
 //!  0        reserved, must be zero
-//!  num_keys distinct keys the filter was built from (informational)
+//!  num_keys distinct keys the filter was built from, ≤ num_bits (≥ 1 bit per key)
 //!  num_bits = 64·W; a positive multiple of 64 (standard) or 512 (cache-local)
 //!  crc32    CRC-32 (IEEE, crc32fast) of every byte before it
 //! ```
 //!
 //! [`decode`] checks, before trusting any byte: the length covers a trailer and a
 //! whole number of words, the version is 1, the checksum matches, the layout is known,
-//! the reserved byte is zero, `k` is in range, and `num_bits` equals the payload's bit
-//! count and suits the layout. Every failure is [`FilterError::Corrupt`] with the
+//! the reserved byte is zero, `k` is in range, `num_bits` equals the payload's bit
+//! count and suits the layout, and `num_keys ≤ num_bits` (every policy spends at least
+//! one bit per key; the bound also keeps the rate model's work small for any block). Every failure is [`FilterError::Corrupt`] with the
 //! reason; nothing panics, and the only allocation (by the reader, after decoding) is
 //! bounded by the block's own length.
 //!
@@ -152,6 +153,11 @@ pub fn decode(block: &[u8]) -> Result<BlockHeader<'_>, FilterError> {
             layout.name()
         )));
     }
+    if num_keys > num_bits {
+        return Err(corrupt(format!(
+            "{num_keys} keys in {num_bits} bits: more keys than bits"
+        )));
+    }
     Ok(BlockHeader {
         layout,
         num_probes,
@@ -229,5 +235,14 @@ mod tests {
         // No payload at all.
         let b = encode(BloomLayout::Standard, 7, 0, &[]);
         assert!(reason(&b).contains("positive multiple"));
+        // More keys than bits: 128 bits cannot hold 129 keys at >= 1 bit each.
+        for keys in [129, 1 << 36, u64::MAX] {
+            let mut b = good.clone();
+            LittleEndian::write_u64(&mut b[t + 4..t + 12], keys);
+            assert!(reason(&reseal(b)).contains("more keys than bits"));
+        }
+        let mut b = good.clone();
+        LittleEndian::write_u64(&mut b[t + 4..t + 12], 128);
+        assert_eq!(decode(&reseal(b)).unwrap().num_keys, 128);
     }
 }

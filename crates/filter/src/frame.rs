@@ -7,7 +7,7 @@
 //! ```text
 //! offset  size  field
 //!      0     4  magic "BKVF"
-//!      4     1  version = 1
+//!      4     1  version: 1 or 2, the probe rule (see `standalone_probes`)
 //!      5     1  kind: 1 = bloom, 2 = counting
 //!      6     2  reserved = 0
 //!      8     4  num_hashes (u32)
@@ -16,6 +16,8 @@
 //!     28   8·W  payload words, W = ceil(size · slot_bits / 64)
 //! 28+8W     4  CRC-32 (crc32fast, IEEE) of bytes 0 .. 28+8W
 //! ```
+//!
+//! Both versions share this layout; the version only says where an item's probes land.
 //!
 //! Decoding checks, in order: minimum length, magic, version, checksum, kind,
 //! reserved bytes, size range, exact total length for that size, and that the slack
@@ -26,10 +28,10 @@ use byteorder::{ByteOrder, LittleEndian};
 
 use crate::error::FilterError;
 use crate::sizing::MAX_NUM_BITS;
+use crate::standalone_probes::ProbeRule;
 
 /// `"BKVF"`: bloomkv filter.
 pub(crate) const MAGIC: [u8; 4] = *b"BKVF";
-pub(crate) const VERSION: u8 = 1;
 pub(crate) const HEADER_LEN: usize = 28;
 pub(crate) const CRC_LEN: usize = 4;
 
@@ -68,6 +70,8 @@ impl FrameKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FrameHeader {
     pub kind: FrameKind,
+    /// The probe rule, recorded as the frame version.
+    pub rule: ProbeRule,
     pub num_hashes: u32,
     pub size: u64,
     pub items: u64,
@@ -82,7 +86,7 @@ pub(crate) fn payload_words(kind: FrameKind, size: u64) -> u64 {
 pub(crate) fn encode(header: &FrameHeader, words: &[u64]) -> Vec<u8> {
     let mut out = vec![0u8; HEADER_LEN + words.len() * 8 + CRC_LEN];
     out[0..4].copy_from_slice(&MAGIC);
-    out[4] = VERSION;
+    out[4] = header.rule.frame_version();
     out[5] = header.kind.id();
     // out[6..8]: reserved, zero
     LittleEndian::write_u32(&mut out[8..12], header.num_hashes);
@@ -118,9 +122,9 @@ pub(crate) fn decode(
     if bytes[0..4] != MAGIC {
         return Err(corrupt(what, "bad magic number".into()));
     }
-    if bytes[4] != VERSION {
+    let Some(rule) = ProbeRule::from_frame_version(bytes[4]) else {
         return Err(corrupt(what, format!("unsupported version {}", bytes[4])));
-    }
+    };
     let body_end = bytes.len() - CRC_LEN;
     let stored = LittleEndian::read_u32(&bytes[body_end..]);
     let actual = crc32fast::hash(&bytes[..body_end]);
@@ -141,6 +145,7 @@ pub(crate) fn decode(
     }
     let header = FrameHeader {
         kind: expected,
+        rule,
         num_hashes: LittleEndian::read_u32(&bytes[8..12]),
         size: LittleEndian::read_u64(&bytes[12..20]),
         items: LittleEndian::read_u64(&bytes[20..28]),

@@ -15,9 +15,12 @@
 //!   cost of a cache-resident lookup,
 //!   and every filter block of a store must agree on it, because one hash per lookup
 //!   is handed to every table.
-//! * [`KeyHash::murmur3`] (MurmurHash3 x64_128, the source documents' choice) for the
-//!   standalone [`BloomFilter`](crate::BloomFilter) and
-//!   [`CountingBloomFilter`](crate::CountingBloomFilter).
+//! * [`KeyHash::murmur3`] (MurmurHash3 x64_128, the source documents' choice): the
+//!   halves the standalone [`BloomFilter`](crate::BloomFilter) and
+//!   [`CountingBloomFilter`](crate::CountingBloomFilter) used for double hashing in
+//!   their version-1 frames. Version 2 draws `k` distinct slots from the same
+//!   MurmurHash3 halves instead, because a forced-odd step can still be tiny (the
+//!   empty item's is 1), which collapses every probe onto one slot.
 //!
 //! A hash becomes a position in `[0, n)` by [`fastrange64`], never by `%`.
 

@@ -50,9 +50,11 @@ pub mod filter_block;
 mod frame;
 mod hash;
 mod layout;
+mod line_model;
 pub mod murmur3;
 mod policy;
 pub mod sizing;
+mod standalone_probes;
 
 pub use bloom::{BloomFilter, FilterStats, MAX_HASHES};
 pub use bloom_policy::{
@@ -62,5 +64,5 @@ pub use bloom_policy::{
 pub use counting::{CountingBloomFilter, COUNTER_MAX};
 pub use error::FilterError;
 pub use hash::{fastrange64, KeyHash};
-pub use layout::{BloomLayout, CACHE_LOCAL_PROBES, MAX_PROBES};
+pub use layout::{BloomLayout, CACHE_LOCAL_MAX_PROBES, CACHE_LOCAL_PROBES, MAX_PROBES};
 pub use policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};

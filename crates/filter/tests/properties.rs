@@ -97,20 +97,50 @@ proptest! {
     }
 
     #[test]
-    fn resealed_random_trailers_never_panic(
-        payload_words in 0usize..20,
-        trailer in prop::array::uniform20(any::<u8>()),
+    fn resealed_trailers_open_exactly_when_valid(
+        lines in 1usize..4,
+        version in prop_oneof![4 => Just(1u8), 1 => any::<u8>()],
+        layout in prop_oneof![2 => Just(0u8), 2 => Just(1u8), 1 => any::<u8>()],
+        k in prop_oneof![4 => 1u8..=30, 1 => any::<u8>()],
+        reserved in prop_oneof![4 => Just(0u8), 1 => any::<u8>()],
+        keys_pick in 0u8..4,
+        keys_random in any::<u64>(),
+        bits_ok in prop::bool::weighted(0.8),
+        bits_random in any::<u64>(),
     ) {
-        // Random trailer fields behind a *valid* checksum, to get past the CRC check
-        // and exercise every later check.
-        let mut block = vec![0xA5u8; payload_words * 8];
-        block.extend_from_slice(&trailer);
+        // Trailer fields behind a *valid* checksum, each drawn from its valid range
+        // often and from all values otherwise, so both branches below are reached
+        // (about a quarter of the cases open).
+        let payload_bits = lines as u64 * 512;
+        let num_keys = match keys_pick {
+            0 => 0,
+            1 => keys_random % (payload_bits + 1),
+            2 => payload_bits,
+            _ => keys_random,
+        };
+        let num_bits = if bits_ok { payload_bits } else { bits_random };
+        let mut block = vec![0xA5u8; lines * 64];
+        block.extend_from_slice(&[version, layout, k, reserved]);
+        block.extend_from_slice(&num_keys.to_le_bytes());
+        block.extend_from_slice(&num_bits.to_le_bytes());
         let crc = crc32(&block);
         block.extend_from_slice(&crc.to_le_bytes());
-        if let Ok(reader) = open_filter_block(&block) {
-            let info = reader.info();
-            prop_assert_eq!(info.num_bits, payload_words as u64 * 64);
-            let _ = reader.may_contain(b"x");
+        let valid = version == 1
+            && layout <= 1
+            && (1..=30).contains(&k)
+            && reserved == 0
+            && num_bits == payload_bits
+            && num_keys <= num_bits;
+        match open_filter_block(&block) {
+            Ok(reader) => {
+                prop_assert!(valid);
+                let info = reader.info();
+                prop_assert_eq!(info.num_bits, payload_bits);
+                prop_assert_eq!(info.num_keys, num_keys);
+                prop_assert!((0.0..=1.0).contains(&info.estimated_fp_rate));
+                let _ = reader.may_contain(b"x");
+            }
+            Err(_) => prop_assert!(!valid),
         }
     }
 }
