@@ -66,6 +66,12 @@ const MODEL_KEYS: u64 = 100_000;
 /// filter. Custom policies have no model here and are planned like the cache-local
 /// Bloom (the store's default).
 pub(crate) fn model_fp(kind: &FilterKind, bits_per_key: f64) -> f64 {
+    let curve = curve(kind);
+    curve[grid(bits_per_key.clamp(0.0, MAX_BITS)).min(curve.len() - 1)]
+}
+
+/// The model itself, evaluated (see [`model_fp`], which reads it off a cached grid).
+fn evaluate_model(kind: &FilterKind, bits_per_key: f64) -> f64 {
     if bits_per_key < MIN_BITS {
         return 1.0;
     }
@@ -216,8 +222,29 @@ fn curve(kind: &FilterKind) -> &'static [f64] {
         }
     };
     cell.get_or_init(|| {
-        (0..=grid(MAX_BITS))
-            .map(|i| model_fp(&kind, i as f64 * STEP))
+        // The model is evaluated every quarter bit (it is not cheap) and interpolated
+        // between, linearly in log(fp): the rate falls close to exponentially in b.
+        const COARSE: usize = 5; // grid steps per evaluation
+        let last = grid(MAX_BITS);
+        let coarse: Vec<f64> = (0..=last.div_ceil(COARSE))
+            .map(|j| evaluate_model(&kind, (j * COARSE) as f64 * STEP).max(1e-300))
+            .collect();
+        (0..=last)
+            .map(|i| {
+                let b = i as f64 * STEP;
+                if b < MIN_BITS {
+                    return 1.0;
+                }
+                let (j, r) = (i / COARSE, i % COARSE);
+                if r == 0 {
+                    return coarse[j];
+                }
+                if j + 1 >= coarse.len() || (j * COARSE) as f64 * STEP < MIN_BITS {
+                    return evaluate_model(&kind, b);
+                }
+                let t = r as f64 / COARSE as f64;
+                (coarse[j].ln() * (1.0 - t) + coarse[j + 1].ln() * t).exp()
+            })
             .collect()
     })
 }
@@ -262,7 +289,8 @@ fn monkey(bits_per_key: f64, kinds: &[FilterKind], loads: &[LevelLoad]) -> Vec<O
             continue;
         }
         budget -= cost;
-        at[level] = nb;
+        // Kept on the grid, so repeated steps do not drift past the bounds.
+        at[level] = (grid(nb) as f64 * STEP).min(MAX_BITS);
         if let Some(g) = gain(level, nb) {
             heap.push(Step { gain: g, level });
         }

