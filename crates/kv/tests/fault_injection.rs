@@ -19,6 +19,11 @@
 //! `sync_writes`, the state after a power loss must be exactly the state after some
 //! prefix of the acknowledged operations, at least up to the last flush.
 //!
+//! A second family of sweeps fails the power during recovery itself: at every file
+//! operation of a recovery open (a kept log, and a damaged tail flushed to a table)
+//! and of `repair` (no manifest, a damaged table), and, in the `#[ignore]` version,
+//! again at every operation of the recovery or repair that follows.
+//!
 //! The default run sweeps a share of the failure points; the `#[ignore]` tests sweep
 //! every one (`cargo test --release -p bloomkv-kv --test fault_injection -- --ignored`).
 
@@ -27,6 +32,7 @@ use std::sync::Arc;
 
 use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
 use bloomkv_kv::fs::mem::{DirOps, MemFileSystem, UnsyncedData};
+use bloomkv_kv::fs::FileSystem;
 use bloomkv_kv::{Db, Error, Options, WriteBatch};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -562,4 +568,250 @@ fn faults_during_background_flushes_and_compactions_lose_no_synced_write() {
 #[ignore = "a few minutes; run with --release -- --ignored"]
 fn faults_during_background_work_many_runs() {
     background_faults(2000);
+}
+
+// ---- Power loss during recovery and during repair ----
+//
+// A store is built once (a table of `a` keys, a newer table of `b` keys that also
+// overwrites some `a` keys, `c` keys left in the log, all synced) and put in one of four
+// states. Then one operation runs with the power failing at its Nth file operation,
+// for every N: a recovery open followed by one synced write and a close (the log kept,
+// or, with a damaged tail, flushed to a table and replaced), or a `repair` (of a store
+// whose manifest is gone, or one of whose tables is damaged). After the power loss the
+// store must recover: opened directly after a recovery crash, or repaired again after
+// a repair crash, every synced key reads right, the write after recovery is there if it
+// was acknowledged, and a damaged table is still on disk (in place or under `lost/`).
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    RecoverKeptLog,
+    RecoverDamagedTail,
+    RepairWithoutManifest,
+    RepairDamagedTable,
+}
+
+/// The base store, its model, and the damaged table's bytes (if one was damaged).
+fn phase_store(phase: Phase) -> (MemFileSystem, BTreeMap<Key, Vec<u8>>, Option<Vec<u8>>) {
+    let (mem, fs) = fresh();
+    let mut model = BTreeMap::new();
+    let db = Db::open(DIR, options(&fs, true)).unwrap();
+    let mut put = |db: &Db, k: String, v: String| {
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    };
+    for i in 0..40 {
+        put(&db, format!("a{i:03}"), format!("a-old{i}"));
+    }
+    db.flush().unwrap();
+    for i in 0..40 {
+        put(&db, format!("b{i:03}"), format!("b{i}"));
+        if i % 4 == 0 {
+            put(&db, format!("a{i:03}"), format!("a-new{i}"));
+        }
+    }
+    db.flush().unwrap();
+    for i in 0..30 {
+        put(&db, format!("c{i:03}"), format!("c{i}"));
+    }
+    db.close().unwrap();
+    let dir = std::path::Path::new(DIR);
+    let files = |ext: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = mem
+            .paths()
+            .into_iter()
+            .filter(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == ext))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut damaged = None;
+    match phase {
+        Phase::RecoverKeptLog => {}
+        Phase::RecoverDamagedTail => {
+            let wal = files("wal").pop().unwrap();
+            let mut bytes = mem.file_bytes(&wal).unwrap();
+            bytes.extend_from_slice(&[0x33; 50]);
+            mem.set_file_bytes(&wal, bytes);
+        }
+        Phase::RepairWithoutManifest => {
+            mem.remove(&dir.join("MANIFEST")).unwrap();
+            mem.sync_dir(dir).unwrap();
+        }
+        Phase::RepairDamagedTable => {
+            let table = files("sst")[0].clone(); // the `a` table
+            let mut bytes = mem.file_bytes(&table).unwrap();
+            bytes[30] ^= 0x04;
+            mem.set_file_bytes(&table, bytes.clone());
+            damaged = Some(bytes);
+        }
+    }
+    (mem, model, damaged)
+}
+
+/// The operation a phase sweeps: `Some(true)` if a write after recovery was
+/// acknowledged.
+fn phase_op(phase: Phase, fs: &FaultFileSystem) -> bool {
+    match phase {
+        Phase::RecoverKeptLog | Phase::RecoverDamagedTail => {
+            let Ok(db) = Db::open(DIR, options(fs, true)) else {
+                return false;
+            };
+            let acked = db.put("after", "recovery").is_ok();
+            let _ = db.close();
+            acked
+        }
+        Phase::RepairWithoutManifest | Phase::RepairDamagedTable => {
+            let _ = bloomkv_kv::repair(DIR, options(fs, true));
+            false
+        }
+    }
+}
+
+fn phase_check(
+    phase: Phase,
+    mem: &MemFileSystem,
+    model: &BTreeMap<Key, Vec<u8>>,
+    damaged: &Option<Vec<u8>>,
+    acked: bool,
+    when: &str,
+) {
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    if matches!(
+        phase,
+        Phase::RepairWithoutManifest | Phase::RepairDamagedTable
+    ) {
+        bloomkv_kv::repair(DIR, options(&fs, true))
+            .unwrap_or_else(|e| panic!("{when}: repair after the power loss: {e}"));
+        if let Some(bytes) = damaged {
+            assert!(
+                mem.paths()
+                    .iter()
+                    .any(|p| mem.file_bytes(p).as_ref() == Some(bytes)),
+                "{when}: the damaged table was deleted"
+            );
+        }
+    }
+    let db = Db::open(DIR, options(&fs, true))
+        .unwrap_or_else(|e| panic!("{when}: open after the power loss: {e}"));
+    for (k, v) in model {
+        let got = db.get(k).unwrap().map(|b| b.to_vec());
+        // Only the damaged `a` table's own newest values may be lost to repair.
+        let lost_ok = phase == Phase::RepairDamagedTable && k.starts_with(b"a");
+        if lost_ok {
+            assert!(
+                got.is_none() || got.as_ref() == Some(v),
+                "{when}: {k:?} = {got:?}"
+            );
+        } else {
+            assert_eq!(
+                got.as_ref(),
+                Some(v),
+                "{when}: key {}",
+                String::from_utf8_lossy(k)
+            );
+        }
+    }
+    if acked {
+        assert_eq!(
+            db.get("after").unwrap().as_deref(),
+            Some(&b"recovery"[..]),
+            "{when}"
+        );
+    }
+    db.close().unwrap();
+}
+
+/// The recovery that follows a crash (a repair, or an open and close), with the power
+/// failing again at its `at`-th file operation.
+fn crash_the_follow_up(phase: Phase, mem: &MemFileSystem, at: u64) -> bool {
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    fs.set_plan(FaultPlan::nth(at, &[], Fault::PowerLoss));
+    match phase {
+        Phase::RepairWithoutManifest | Phase::RepairDamagedTable => {
+            let _ = bloomkv_kv::repair(DIR, options(&fs, true));
+        }
+        _ => {
+            if let Ok(db) = Db::open(DIR, options(&fs, true)) {
+                let _ = db.close();
+            }
+        }
+    }
+    mem.power_loss(UnsyncedData::KeepPrefix(at), DirOps::Lose);
+    fs.fired()
+}
+
+/// Power loss at every `stride`-th file operation of a phase's operation; with
+/// `second`, also at every point of the recovery (or repair) that follows it.
+fn phase_sweep(phase: Phase, stride: u64, second: bool) -> u64 {
+    let (base, model, damaged) = phase_store(phase);
+    let ops = {
+        let copy = base.deep_copy();
+        let fs = FaultFileSystem::new(Arc::new(copy.clone()));
+        fs.record();
+        phase_op(phase, &fs);
+        fs.take_log().len() as u64
+    };
+    let mut swept = 0;
+    let mut at = 1;
+    while at <= ops {
+        let mem = base.deep_copy();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        fs.set_plan(FaultPlan::nth(at, &[], Fault::PowerLoss));
+        let acked = phase_op(phase, &fs);
+        let when = format!("{phase:?}: power loss at operation {at} of {ops}");
+        assert!(fs.fired(), "{when}: never fired");
+        let data = if at % 2 == 0 {
+            UnsyncedData::Lose
+        } else {
+            UnsyncedData::KeepPrefix(at)
+        };
+        let dir_ops = if at % 3 == 0 {
+            DirOps::Keep
+        } else {
+            DirOps::Lose
+        };
+        mem.power_loss(data, dir_ops);
+        if second {
+            // Up to 80 points of the follow-up: more than any recovery here performs.
+            for again in 1..=80 {
+                let copy = mem.deep_copy();
+                if !crash_the_follow_up(phase, &copy, again) {
+                    break; // the follow-up finished before this point
+                }
+                let when = format!("{when}, then again at {again}");
+                phase_check(phase, &copy, &model, &damaged, acked, &when);
+                swept += 1;
+            }
+        }
+        phase_check(phase, &mem, &model, &damaged, acked, &when);
+        swept += 1;
+        at += stride;
+    }
+    eprintln!(
+        "{phase:?}: {ops} file operations, {swept} power losses swept (second crash \
+         during the follow-up: {second}); 0 wrong answers"
+    );
+    swept
+}
+
+const PHASES: [Phase; 4] = [
+    Phase::RecoverKeptLog,
+    Phase::RecoverDamagedTail,
+    Phase::RepairWithoutManifest,
+    Phase::RepairDamagedTable,
+];
+
+#[test]
+fn power_loss_during_recovery_and_repair_at_every_point() {
+    for phase in PHASES {
+        phase_sweep(phase, 1, false);
+    }
+}
+
+#[test]
+#[ignore = "every pair of points: a few minutes; run with --release -- --ignored"]
+fn power_loss_during_recovery_and_repair_then_again_during_the_next_recovery() {
+    for phase in PHASES {
+        phase_sweep(phase, 1, true);
+    }
 }
