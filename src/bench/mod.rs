@@ -14,6 +14,7 @@
 //! runs on bloomkv without a filter, with each Bloom layout, and on peer stores.
 
 mod chart;
+mod leveled;
 mod os_io;
 mod report;
 mod run;
@@ -29,6 +30,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 pub use chart::{render_savings_svg, render_sweep_svg};
+pub use leveled::{print_leveled, run_leveled, Allocation, LevelRow, LeveledRow};
 pub use os_io::{OsIo, OsReads};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{check_lookups, run, run_stores, Bar, BenchArgs};

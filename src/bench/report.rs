@@ -119,6 +119,9 @@ pub struct Report {
     pub bits_sweep: Vec<SweepPoint>,
     /// Probe count sweep at the workload's bits per key (with `--sweep`).
     pub probe_sweep: Vec<SweepPoint>,
+    /// The leveled shape's runs, one per allocation (with `--shape leveled`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leveled: Vec<super::LeveledRow>,
 }
 
 /// The machine a report was measured on.

@@ -10,9 +10,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
-    compare_to_baseline, key, load, lookup_keys, print_table, render_savings_svg, render_sweep_svg,
-    run_phase, run_store, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Progress,
-    Report, SweepPoint, WorkDir, Workload,
+    compare_to_baseline, key, load, lookup_keys, print_leveled, print_table, render_savings_svg,
+    render_sweep_svg, run_leveled, run_phase, run_store, Allocation, BenchError, BenchStore,
+    BloomkvStore, FilterSetting, Phase, Progress, Report, SweepPoint, WorkDir, Workload,
 };
 use crate::bench::report::Machine;
 
@@ -51,6 +51,15 @@ pub struct BenchArgs {
     /// Seed of the load order and of the lookup keys.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// `flat`: `--tables` overlapping tables, compaction off (the default); `leveled`:
+    /// a tree built by the store's own compaction (1 MiB level-1 budget, ×10 per
+    /// level), measured per level under each `--allocation`.
+    #[arg(long, default_value = "flat")]
+    pub shape: String,
+    /// Filter allocations for the leveled shape: any of uniform, monkey,
+    /// no-last-level, comma-separated.
+    #[arg(long, default_value = "uniform,monkey,no-last-level")]
+    pub allocation: String,
 }
 
 impl BenchArgs {
@@ -72,6 +81,10 @@ impl BenchArgs {
         if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
             return Err("--keys, --tables and --lookups must be greater than zero".into());
         }
+        if !matches!(self.shape.as_str(), "flat" | "leveled") {
+            return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
+        }
+        Allocation::parse_list(&self.allocation)?;
         if u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
@@ -137,15 +150,23 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     println!("bloomkv disk-I/O savings: {w}");
     let started = Instant::now();
     let mut rows = Vec::new();
-    for setting in FilterSetting::ALL {
-        let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
-        let mut store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
-        rows.extend(run_store(&mut store, &w, &bar)?);
+    let mut leveled = Vec::new();
+    if args.shape == "leveled" {
+        let allocations = Allocation::parse_list(&args.allocation)?;
+        leveled = run_leveled(&w, &allocations, &work, &bar)?;
+        bar.0.finish_and_clear();
+        print!("{}", print_leveled(&leveled));
+    } else {
+        for setting in FilterSetting::ALL {
+            let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
+            let mut store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
+            rows.extend(run_store(&mut store, &w, &bar)?);
+        }
+        compare_to_baseline(&mut rows, FilterSetting::None.name());
+        bar.0.finish_and_clear();
+        print!("{}", print_table(&rows));
+        check_lookups(&rows)?;
     }
-    compare_to_baseline(&mut rows, FilterSetting::None.name());
-    bar.0.finish_and_clear();
-    print!("{}", print_table(&rows));
-    check_lookups(&rows)?;
 
     let (bits_sweep, probe_sweep) = if args.sweep {
         (sweep_bits(&w, &work, &bar)?, sweep_probes(&w, &bar)?)
@@ -162,15 +183,20 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         rows,
         bits_sweep,
         probe_sweep,
+        leveled,
     };
     if let Some(path) = &args.json {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-        let svg = path.with_extension("svg");
-        std::fs::write(&svg, render_savings_svg(&report.rows))?;
-        println!("wrote {} and {}", path.display(), svg.display());
+        if !report.rows.is_empty() {
+            let svg = path.with_extension("svg");
+            std::fs::write(&svg, render_savings_svg(&report.rows))?;
+            println!("wrote {} and {}", path.display(), svg.display());
+        } else {
+            println!("wrote {}", path.display());
+        }
         if args.sweep {
             let sweep_svg = path.with_file_name(format!(
                 "{}-sweep.svg",

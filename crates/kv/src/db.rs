@@ -758,7 +758,7 @@ impl Inner {
         };
         let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
         let added = self
-            .build_table(number, 0, mem.len() as u64, mem.iter().map(Ok))?
+            .build_table(number, 0, (&[], mem.len() as u64), mem.iter().map(Ok))?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         let version = view.version.apply(&[], added);
@@ -820,10 +820,10 @@ impl Inner {
         &self,
         number: u64,
         level: usize,
-        incoming: u64,
+        (inputs, incoming): (&[u64], u64),
         entries: impl Iterator<Item = Result<Entry>>,
     ) -> Result<Option<TableHandle>> {
-        let policy = self.policy_for_level(level, incoming)?;
+        let policy = self.policy_for_level(level, inputs, incoming)?;
         build_table(
             &self.fs,
             &self.table_cache,
@@ -843,6 +843,7 @@ impl Inner {
     fn policy_for_level(
         &self,
         level: usize,
+        inputs: &[u64],
         incoming: u64,
     ) -> Result<Option<Arc<dyn FilterPolicy>>> {
         let options = &self.options;
@@ -852,7 +853,7 @@ impl Inner {
             return Ok(self.policy.clone());
         }
         let version = self.current().version.clone();
-        let loads = filter_plan::loads(&version, level, incoming);
+        let loads = filter_plan::loads(&version, options, level, inputs, incoming);
         let kinds = filter_plan::level_kinds(options);
         let plan = filter_plan::plan(
             options.filter_allocation,
@@ -885,15 +886,8 @@ impl Inner {
             .filter(|e| !(drop_tombstones && matches!(e, Ok(e) if e.kind == ValueKind::Delete)))
             .peekable();
         // Keys joining the output level (its own inputs are already counted there).
-        let incoming: u64 = inputs
-            .iter()
-            .filter(|h| {
-                !version.levels[output_level]
-                    .iter()
-                    .any(|t| t.number == h.number)
-            })
-            .map(|h| h.table.properties().entries)
-            .sum();
+        let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
+        let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
         let mut added = Vec::new();
         while merged.peek().is_some() {
             // A long compaction must not hold writers up: a memtable frozen meanwhile
@@ -907,11 +901,10 @@ impl Inner {
                 written: 0,
                 target,
             };
-            if let Some(h) = self.build_table(number, output_level, incoming, chunk)? {
+            if let Some(h) = self.build_table(number, output_level, (&removed, incoming), chunk)? {
                 added.push((output_level, Arc::new(h)));
             }
         }
-        let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
         // The edit applies to the current version, which may hold tables flushed
         // during the merge, and the oldest WAL still needed is read now: a flush may
         // have retired one since the merge began, and the manifest must never name an

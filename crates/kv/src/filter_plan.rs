@@ -307,21 +307,49 @@ fn monkey(bits_per_key: f64, kinds: &[FilterKind], loads: &[LevelLoad]) -> Vec<O
         .collect()
 }
 
-/// The planner's view of `version` with a table of `incoming` keys about to join
-/// `level`.
-pub(crate) fn loads(version: &Version, level: usize, incoming: u64) -> Vec<LevelLoad> {
+/// The planner's view of `version` when a table of `incoming` keys from the tables
+/// `inputs` is about to be written to `level`.
+///
+/// The plan is for the tree the level budgets describe, not only the tree of the
+/// moment: a table keeps its filter until compaction rewrites it, and a level above
+/// the deepest is soon compacted back to its budget, so such a level counts at most
+/// its budget's worth of keys (at the tree's average entry size). The inputs leave
+/// their levels; L0 counts as many probes as it will have tables.
+pub(crate) fn loads(
+    version: &Version,
+    options: &Options,
+    level: usize,
+    inputs: &[u64],
+    incoming: u64,
+) -> Vec<LevelLoad> {
+    let (bytes, entries) = version.tables().fold((0u64, 0u64), |(b, e), (_, t)| {
+        (b + t.file_size(), e + t.table.properties().entries)
+    });
+    let entry_bytes = if entries == 0 {
+        1.0
+    } else {
+        bytes as f64 / entries as f64
+    };
+    let deepest = version.deepest_nonempty_level().max(level);
     (0..NUM_LEVELS)
         .map(|l| {
-            let tables = &version.levels[l];
-            let mut keys: u64 = tables.iter().map(|t| t.table.properties().entries).sum();
-            let mut count = tables.len() as f64;
+            let staying = version.levels[l]
+                .iter()
+                .filter(|t| !inputs.contains(&t.number));
+            let (mut keys, mut count) = staying.fold((0u64, 0usize), |(k, c), t| {
+                (k + t.table.properties().entries, c + 1)
+            });
             if l == level {
                 keys += incoming;
-                count += 1.0;
+                count += 1;
+            }
+            if l >= 1 && l < deepest && keys > 0 {
+                let budget = (options.max_bytes_for_level(l) as f64 / entry_bytes) as u64;
+                keys = keys.min(budget.max(1));
             }
             LevelLoad {
                 keys,
-                probes: if l == 0 { count.max(1.0) } else { 1.0 },
+                probes: if l == 0 { count.max(1) as f64 } else { 1.0 },
             }
         })
         .collect()

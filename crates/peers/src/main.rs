@@ -149,6 +149,7 @@ fn run(args: &BenchArgs) -> Result<(), BenchError> {
             rows,
             bits_sweep: Vec::new(),
             probe_sweep: Vec::new(),
+            leveled: Vec::new(),
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
         println!("wrote {} and {}", path.display(), svg.display());
