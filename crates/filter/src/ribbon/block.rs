@@ -29,12 +29,14 @@
 //! A query: its start slot `s` falls in block `i = s / 128` at offset `o = s % 128`;
 //! for each column both blocks `i` and `i + 1` hold, the 128 solution bits from `s` on
 //! are `(word_i >> o) | (word_{i+1} << (128 - o))`, and their parity under the key's
-//! coefficient row is one result bit. The key may be present iff all result bits equal
-//! its fingerprint's.
+//! coefficient row `c` is one result bit, computed as
+//! `parity((word_i & c << o) ^ (word_{i+1} & c >> (128 - o)))` so that the row is
+//! shifted once per query rather than every column's words. The key may be present
+//! iff all result bits equal its fingerprint's.
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::hash::{ribbon_hash, COEFF_BITS};
+use super::hash::{parity, ribbon_hash, COEFF_BITS};
 use super::shape::{Shape, MAX_COLUMNS};
 use crate::error::FilterError;
 use crate::filter_block::TRAILER_LEN;
@@ -218,14 +220,17 @@ impl FilterReader for RibbonReader {
         else {
             return true; // unreachable for a validated shape; fail open
         };
+        // Align the row to the two blocks instead of each column's words to the row:
+        // bits o.. of block i's words and bits ..o of block i+1's meet the row's
+        // bits 0.. and 128-o.. . `(c >> 1) >> (127 - o)` is `c >> (128 - o)` without
+        // the undefined shift by 128 when o = 0.
         let o = (h.start % COEFF_BITS) as u32;
+        let row_lo = h.coeff << o;
+        let row_hi = (h.coeff >> 1) >> (127 - o);
         let mut got = 0u32;
         // One dot product per column; no branches, so a miss costs no misprediction.
         for (b, (l, u)) in lo_words.iter().zip(hi_words).enumerate() {
-            // The 128 solution bits from the start slot on. `(u << 1) << (127 - o)`
-            // is `u << (128 - o)` without the undefined shift by 128 when o = 0.
-            let window = (l >> o) | ((u << 1) << (127 - o));
-            got |= ((window & h.coeff).count_ones() & 1) << b;
+            got |= parity((l & row_lo) ^ (u & row_hi)) << b;
         }
         let mask = u32::MAX >> (32 - cols as u32);
         got == h.fingerprint & mask

@@ -108,7 +108,10 @@ impl RibbonPolicy {
         let budget = self.bits_per_key * n as f64 - (OVERHEAD_LEN * 8) as f64;
         let factor = self.slots_per_key.unwrap_or_else(|| slot_factor(n));
         let shape = Shape::for_keys(n, budget, factor)?;
-        let bloom = BloomLayout::CacheLocal;
+        // The textbook Bloom rate at its best k: a little below what either Bloom
+        // layout achieves, so Ribbon is chosen only where it surely wins, and cheap
+        // (the exact cache-local model would cost more than building a small table).
+        let bloom = BloomLayout::Standard;
         let bits = bloom.num_bits(n, self.bits_per_key);
         let bloom_fp = bloom.estimated_fp_rate(bits, n, bloom.num_probes(self.bits_per_key));
         (shape.expected_fp() < bloom_fp).then_some(shape)

@@ -27,7 +27,7 @@
 //! blocks hold), so every key's stored columns satisfy its equation.
 
 use super::band::Band;
-use super::hash::COEFF_BITS;
+use super::hash::{parity, COEFF_BITS};
 use super::shape::Shape;
 
 /// Solves the banded system column by column into the interleaved layout of `shape`.
@@ -47,7 +47,7 @@ pub(crate) fn back_substitute(band: &Band, shape: &Shape) -> Vec<u128> {
             } else {
                 for (b, w) in window.iter_mut().enumerate() {
                     let shifted = *w << 1;
-                    let bit = ((shifted & coeff).count_ones() ^ (result >> b)) & 1;
+                    let bit = (parity(shifted & coeff) ^ (result >> b)) & 1;
                     *w = shifted | u128::from(bit);
                 }
             }
