@@ -1,20 +1,53 @@
 //! Filter micro-benchmarks: build (ns/key), hit and miss lookups (ns/op, hashing
 //! included) with 24-byte keys at 10 bits per key, for a cache-resident filter (10^4
-//! keys) and a DRAM-sized one (10^7 keys); bloomkv's two layouts beside fastbloom
-//! (with foldhash), the bloomfilter crate and xorf's BinaryFuse8. Before timing, each
-//! filter's measured false-positive rate and bits per key are printed, so the speed
-//! numbers can be read against what each filter buys.
+//! keys), a mid-sized one (10^5) and a DRAM-sized one (10^7 keys); bloomkv's two Bloom
+//! layouts and its Ribbon filter beside fastbloom (with foldhash), the bloomfilter
+//! crate and xorf's BinaryFuse8. Before timing, each filter's measured false-positive
+//! rate, bits per key and peak transient build memory (bytes per key, counted by a
+//! wrapping allocator) are printed, so the speed numbers can be read against what each
+//! filter buys; then the Ribbon filter's rate at a few bits per key around 1% (10^6
+//! keys).
 //!
 //! A `hash/24B` group times the two hashes the crate uses (MurmurHash3 x64_128 and
 //! XXH3-128) on 24-byte keys: the number behind using XXH3 for filter blocks.
 //!
-//! Run: `cargo bench --bench filter` (a few minutes; short criterion settings).
+//! Run: `cargo bench --bench filter` (several minutes; short criterion settings), or
+//! one group, e.g. `cargo bench --bench filter -- 'miss/1e7'`.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bloomkv::murmur3::murmur3_x64_128;
-use bloomkv::{BloomPolicy, FilterPolicy, FilterReader, KeyHash};
+use bloomkv::{BloomPolicy, FilterPolicy, FilterReader, KeyHash, RibbonPolicy};
+
+/// The system allocator, counting live and peak heap bytes, so a filter's transient
+/// build memory can be measured (peak during the build minus live before it).
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counters are
+// only statistics. Measured reason: without it there is no way to report transient
+// build memory, one of the Ribbon filter's costs.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(live, Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 type Key = [u8; 24];
@@ -59,7 +92,7 @@ trait Lookup {
     fn bits(&self) -> u64;
 }
 
-struct Ours(BloomPolicy, &'static str);
+struct Ours(Box<dyn FilterPolicy>, &'static str);
 
 impl Contender for Ours {
     fn name(&self) -> &'static str {
@@ -169,12 +202,16 @@ impl Lookup for xorf::BinaryFuse8 {
 fn contenders() -> Vec<Box<dyn Contender>> {
     vec![
         Box::new(Ours(
-            BloomPolicy::standard(10.0).expect("valid"),
+            Box::new(BloomPolicy::standard(10.0).expect("valid")),
             "bloomkv standard",
         )),
         Box::new(Ours(
-            BloomPolicy::cache_local(10.0).expect("valid"),
+            Box::new(BloomPolicy::cache_local(10.0).expect("valid")),
             "bloomkv cache-local",
+        )),
+        Box::new(Ours(
+            Box::new(RibbonPolicy::new(10.0).expect("valid")),
+            "bloomkv ribbon",
         )),
         Box::new(FastBloom),
         Box::new(BloomfilterCrate),
@@ -183,26 +220,34 @@ fn contenders() -> Vec<Box<dyn Contender>> {
 }
 
 fn bench_size(c: &mut Criterion, n: usize, present: &[Key], absent: &[Key]) {
-    let label = if n >= 1_000_000 { "1e7" } else { "1e4" };
+    let label = match n {
+        1_000_000.. => "1e7",
+        100_000.. => "1e5",
+        _ => "1e4",
+    };
     let hits: Vec<Key> = (0..QUERIES).map(|i| present[i % n]).collect();
     println!("\n== {n} keys, 10 bits/key target, {QUERIES} absent queries ==");
     println!(
-        "{:<22} {:>9} {:>9} {:>9}",
-        "filter", "bits/key", "FP %", "filter MB"
+        "{:<22} {:>9} {:>9} {:>9} {:>13}",
+        "filter", "bits/key", "FP %", "filter MB", "build B/key"
     );
     let mut built = Vec::new();
     for contender in contenders() {
+        let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
         let filter = contender.build(&present[..n]);
+        let transient = PEAK.load(Ordering::Relaxed) - before;
         let fp = absent.iter().filter(|k| filter.contains(k)).count() as f64 / absent.len() as f64;
         for k in present[..n].iter().step_by((n / 1000).max(1)) {
             assert!(filter.contains(k), "{}: false negative", contender.name());
         }
         println!(
-            "{:<22} {:>9.2} {:>9.3} {:>9.2}",
+            "{:<22} {:>9.2} {:>9.3} {:>9.2} {:>13.1}",
             contender.name(),
             filter.bits() as f64 / n as f64,
             fp * 100.0,
-            filter.bits() as f64 / 8e6
+            filter.bits() as f64 / 8e6,
+            transient as f64 / n as f64
         );
         built.push((contender, filter));
     }
@@ -244,8 +289,34 @@ fn bench_size(c: &mut Criterion, n: usize, present: &[Key], absent: &[Key]) {
 fn filters(c: &mut Criterion) {
     let absent = keys(2, QUERIES);
     let present = keys(1, 10_000_000);
+    ribbon_rates(&present, &absent);
     bench_size(c, 10_000, &present, &absent);
+    bench_size(c, 100_000, &present, &absent);
     bench_size(c, 10_000_000, &present, &absent);
+}
+
+/// The Ribbon filter's measured rate (whole block, trailer included, as bits per key)
+/// at a few settings around 1% and 0.1%, on 10^6 keys: where its 1% point lies.
+fn ribbon_rates(present: &[Key], absent: &[Key]) {
+    let n = 1_000_000;
+    println!("\n== bloomkv ribbon, {n} keys: FP by bits per key ==");
+    for bpk in [6.8, 6.9, 7.0, 7.1, 7.2, 8.0, 10.0, 12.0] {
+        let policy = RibbonPolicy::new(bpk).expect("valid");
+        let mut b = policy.new_builder();
+        for k in &present[..n] {
+            b.add_key(k);
+        }
+        let block = b.finish();
+        let reader = policy.open_reader(&block).expect("fresh block");
+        let fp = absent.iter().filter(|k| reader.may_contain(&k[..])).count() as f64
+            / absent.len() as f64;
+        println!(
+            "  {bpk:>5.1} bits/key set, {:>6.3} spent: FP {:.4}% (model {:.4}%)",
+            block.len() as f64 * 8.0 / n as f64,
+            fp * 100.0,
+            reader.info().estimated_fp_rate * 100.0
+        );
+    }
 }
 
 fn hashes(c: &mut Criterion) {

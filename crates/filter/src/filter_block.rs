@@ -80,6 +80,16 @@ pub(crate) fn encode(
     out
 }
 
+/// The format version byte of a block: 1 for Bloom blocks (this module), 2 for Ribbon
+/// blocks (their own header before the same trailer). `None` if too short to have one.
+pub fn format_version(block: &[u8]) -> Option<u8> {
+    block
+        .len()
+        .checked_sub(TRAILER_LEN)
+        .and_then(|t| block.get(t))
+        .copied()
+}
+
 fn corrupt(msg: impl Into<String>) -> FilterError {
     FilterError::Corrupt(format!("filter block: {}", msg.into()))
 }

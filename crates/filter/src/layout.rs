@@ -302,7 +302,7 @@ pub(crate) fn standard_prefetch(words: &[u64], num_bits: u64, hash: KeyHash) {
 /// load instead, 495–616 ns with neither. The intrinsic is the one `unsafe` in the
 /// filter crate.
 #[inline(always)]
-fn prefetch<T>(r: &T) {
+pub(crate) fn prefetch<T>(r: &T) {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};

@@ -53,6 +53,7 @@ mod layout;
 mod line_model;
 pub mod murmur3;
 mod policy;
+mod ribbon;
 pub mod sizing;
 mod standalone_probes;
 
@@ -66,3 +67,4 @@ pub use error::FilterError;
 pub use hash::{fastrange64, KeyHash};
 pub use layout::{BloomLayout, CACHE_LOCAL_MAX_PROBES, CACHE_LOCAL_PROBES, MAX_PROBES};
 pub use policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};
+pub use ribbon::{RibbonPolicy, RIBBON_FORMAT_VERSION, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};

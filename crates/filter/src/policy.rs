@@ -77,16 +77,19 @@ pub trait FilterReader: Send + Sync + fmt::Debug {
 /// What a filter block says about itself; shown by `bloomkv inspect`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct FilterInfo {
-    /// Layout name: `"standard"` or `"cache-local"`.
+    /// Layout name: `"standard"`, `"cache-local"` or `"ribbon"`.
     pub layout: &'static str,
-    /// Bits in the filter's array.
+    /// Bits in the filter's array (Ribbon: its solution), without the trailer.
     pub num_bits: u64,
     /// Keys the filter was built from.
     pub num_keys: u64,
-    /// Probes per key.
+    /// Probes per key (Bloom); for Ribbon, the result bits `r` checked per query in
+    /// the lower blocks (the first blocks check `r + 1`).
     pub num_probes: u32,
-    /// Fraction of bits set.
+    /// Fraction of bits set (about one half for Ribbon).
     pub fill_ratio: f64,
-    /// False-positive rate predicted for this filter's bits, keys and probes.
+    /// False-positive rate predicted for this filter's actual shape: the exact line
+    /// model (cache-local), the formula (standard), or the mix of `2^-r` and
+    /// `2^-(r+1)` over its blocks (Ribbon).
     pub estimated_fp_rate: f64,
 }

@@ -7,6 +7,7 @@
 
 use bloomkv_filter::{
     open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError, FilterPolicy,
+    RibbonPolicy,
 };
 
 fn assert_all_damage_refused<T: std::fmt::Debug>(
@@ -73,6 +74,21 @@ fn damaged_filter_blocks_are_refused() {
         assert_all_damage_refused(policy.name(), &block, open_filter_block);
         let empty = policy.new_builder().finish();
         assert_all_damage_refused("empty", &empty, open_filter_block);
+    }
+}
+
+#[test]
+fn damaged_ribbon_blocks_are_refused() {
+    for (n, bpk) in [(600u32, 10.0), (2000, 7.3), (1500, 20.0)] {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let mut b = policy.new_builder();
+        for i in 0..n {
+            b.add_key(&i.to_le_bytes());
+        }
+        let block = b.finish();
+        let reader = open_filter_block(&block).unwrap();
+        assert_eq!(reader.info().layout, "ribbon", "{n} keys at {bpk}");
+        assert_all_damage_refused("ribbon", &block, open_filter_block);
     }
 }
 

@@ -12,11 +12,13 @@
 //! * blocks written before the cache-local probe table was recomputed
 //!   (`fixtures/filter_blocks_v1.txt`): each must still open and give exactly the same
 //!   answers, recorded as the count and CRC of the absent queries it lets through;
-//! * standalone frames: the version-1 rule (still read) and the version-2 rule.
+//! * standalone frames: the version-1 rule (still read) and the version-2 rule;
+//! * Ribbon blocks (filter-block format version 2): length, first solution bytes, and
+//!   the 40-byte header and trailer, whose CRC covers the solution.
 
 use bloomkv_filter::{
     filter_block, open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError,
-    FilterPolicy, KeyHash,
+    FilterPolicy, KeyHash, RibbonPolicy,
 };
 
 fn hex(bytes: &[u8]) -> String {
@@ -339,4 +341,48 @@ fn version_2_standalone_frames_are_pinned() {
         CountingBloomFilter::from_bytes(&unhex(COUNTING_V2)).unwrap(),
         c
     );
+}
+
+/// Ribbon blocks of keys `"kav:{i}"`: (keys, bits/key, length, first solution bytes,
+/// header and trailer).
+const RIBBON_BLOCKS: &[(u64, f64, usize, &str, &str)] = &[
+    (
+        1000,
+        10.0,
+        1240,
+        "841297dc22d166186653bd1623e36294",
+        "0000000000000000030000000000000002020902e803000000000000802500000000000074de8735",
+    ),
+    (
+        3000,
+        7.3,
+        2728,
+        "84023e1c4f8587828e195a3f91f9955c",
+        "0000000000000000000000000000000002020702b80b00000000000000540000000000008568dc57",
+    ),
+    (
+        500,
+        16.0,
+        1000,
+        "ac6715479d6494ec767c0bc4b365b964",
+        "0000000000000000000000000000000002020f02f401000000000000001e00000000000054b09a62",
+    ),
+];
+
+#[test]
+fn ribbon_block_bytes_are_pinned() {
+    for &(n, bpk, len, head, tail) in RIBBON_BLOCKS {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let mut b = policy.new_builder();
+        for i in 0..n {
+            b.add_key(&key(i));
+        }
+        let block = b.finish();
+        let what = format!("ribbon {n} keys at {bpk} bits/key");
+        assert_eq!(block.len(), len, "{what}: length");
+        assert_eq!(hex(&block[..16]), head, "{what}: solution head");
+        assert_eq!(hex(&block[len - 40..]), tail, "{what}: header and trailer");
+        let reader = open_filter_block(&block).unwrap();
+        assert!((0..n).all(|i| reader.may_contain(&key(i))), "{what}");
+    }
 }

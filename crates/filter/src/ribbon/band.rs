@@ -1,0 +1,88 @@
+//! Banding: on-the-fly Gaussian elimination, one key's equation at a time.
+//!
+//! The band holds at most one row per slot, and a row stored at slot `p` has its first
+//! 1 bit at `p` (its *pivot*) and every other bit within the next 127 slots: the
+//! matrix is in echelon form at all times, and a band of `m` slots costs `m · (16 + 4)`
+//! bytes. Adding an equation `(start, c, f)`:
+//!
+//! ```text
+//!  p = start
+//!  loop:
+//!    slot p empty?        store (c, f) at p: done, one more pivot
+//!    else                 c ^= row[p].c ; f ^= row[p].f      (clears bit 0 of c)
+//!      c == 0 and f == 0  the equation was implied by earlier ones (a duplicate key)
+//!      c == 0 and f != 0  contradiction: this seed's system is singular -> fail
+//!      else               shift c right to its lowest 1 bit, advancing p as far
+//! ```
+//!
+//! Each XOR or shift leaves `c`'s bits inside `[start, start + 128)`, so `p` never
+//! passes the last slot. With a little more slots than keys, the expected work per key
+//! is a few XORs of 128-bit rows (Dillinger & Walzer, "Ribbon filter", 2021).
+
+/// The band: a coefficient row and a result row per slot (`coeff == 0` = empty slot).
+#[derive(Debug)]
+pub(crate) struct Band {
+    coeff: Vec<u128>,
+    result: Vec<u32>,
+}
+
+impl Band {
+    /// An empty band of `slots` slots.
+    pub(crate) fn new(slots: usize) -> Band {
+        Band {
+            coeff: vec![0; slots],
+            result: vec![0; slots],
+        }
+    }
+
+    /// Adds the equation `c · S[start..start+128] = f`. Returns `false` if it
+    /// contradicts the equations already added (construction must retry).
+    #[inline]
+    pub(crate) fn add(&mut self, start: usize, coeff: u128, result: u32) -> bool {
+        let (mut p, mut c, mut f) = (start, coeff, result);
+        loop {
+            // `c` has bit 0 set here: it was forced, or shifted to its lowest 1 bit.
+            let (Some(row_c), Some(row_f)) = (self.coeff.get_mut(p), self.result.get_mut(p)) else {
+                return false; // unreachable for starts below slots - 127
+            };
+            if *row_c == 0 {
+                *row_c = c;
+                *row_f = f;
+                return true;
+            }
+            c ^= *row_c;
+            f ^= *row_f;
+            if c == 0 {
+                return f == 0;
+            }
+            let tz = c.trailing_zeros();
+            c >>= tz;
+            p += tz as usize;
+        }
+    }
+
+    /// The row stored at `slot`: `(coefficients, result)`, coefficients 0 if empty.
+    #[inline]
+    pub(crate) fn row(&self, slot: usize) -> (u128, u32) {
+        (
+            self.coeff.get(slot).copied().unwrap_or(0),
+            self.result.get(slot).copied().unwrap_or(0),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_are_implied_contradictions_are_refused() {
+        let mut band = Band::new(256);
+        assert!(band.add(3, 0b1011, 5));
+        assert!(band.add(3, 0b1011, 5), "the same equation again");
+        assert!(!band.add(3, 0b1011, 6), "same row, other result");
+        // A row reduced by the stored one moves to its next 1 bit.
+        assert!(band.add(3, 0b0011, 1));
+        assert_eq!(band.row(6), (0b1, 4));
+    }
+}

@@ -1,0 +1,34 @@
+//! The Ribbon filter: a static filter that solves a linear system instead of setting bits.
+//!
+//! A Bloom filter at `b` bits per key lets about `0.6185^b` of absent keys through;
+//! the bound for any filter is `2^-b`, so Bloom spends about 44% more bits than
+//! needed. Ribbon (Dillinger & Walzer, "Ribbon filter: practically smaller than Bloom
+//! and Xor", 2021) gets within a few percent of the bound: every key becomes one
+//! equation over GF(2) with a 128-bit band of coefficients, and the filter stores a
+//! solution `S` (`r` bits per slot, slightly more slots than keys). A query recomputes
+//! the key's equation and checks that `S` satisfies it; an absent key does so with
+//! probability `2^-r`.
+//!
+//! ```text
+//!  key ──KeyHash──> (start, 128-bit row c, fingerprint f)          ribbon::hash
+//!  build:  band the equations c · S[start..start+128] = f           ribbon::band
+//!          solve back to front into r columns of S                  ribbon::solve
+//!          write S, seed and shape with a checksum                  ribbon::block
+//!  query:  parity(c & S[start..start+128]) == f, column by column   ribbon::block
+//!  sizes and the expected false-positive rate                       ribbon::shape
+//!  the policy: retries with new seeds, Bloom fallback                ribbon::policy
+//! ```
+//!
+//! The solution is stored interleaved, 128 slots by `r` columns per block, so a query
+//! reads two runs of adjacent words; `r` may be `r` or `r + 1` per block, so bits per
+//! key need not be a whole number of columns.
+
+pub(crate) mod band;
+pub(crate) mod block;
+pub(crate) mod hash;
+pub(crate) mod policy;
+pub(crate) mod shape;
+pub(crate) mod solve;
+
+pub use block::RIBBON_FORMAT_VERSION;
+pub use policy::{RibbonPolicy, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};

@@ -1,0 +1,352 @@
+//! The Ribbon policy as a table sees it: no false negatives for any key set, the
+//! false-positive rate its own shape predicts, the memory it was given, and a Bloom
+//! block whenever Ribbon cannot (or should not) be built.
+//!
+//! σ in the rate test is binomial sampling only: a Ribbon block's rate for absent keys
+//! is `2^-cols` per query, exactly, whatever keys built it (an absent key's fingerprint
+//! is independent of its row and of the solution), so filters of one shape do not
+//! spread. Large scales are ignored tests; run them with
+//! `cargo test --release -p bloomkv-filter --test ribbon -- --ignored`.
+
+use bloomkv_filter::{
+    open_filter_block, BloomPolicy, FilterError, FilterPolicy, FilterReader, KeyHash, RibbonPolicy,
+};
+use proptest::prelude::*;
+
+/// SplitMix64: reproducible synthetic key hashes.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn hash(&mut self) -> KeyHash {
+        KeyHash::from_halves(self.next(), self.next())
+    }
+}
+
+fn build_hashes(policy: &RibbonPolicy, hashes: &[KeyHash]) -> Vec<u8> {
+    let mut b = policy.new_builder();
+    for &h in hashes {
+        b.add_hash(h);
+    }
+    b.finish()
+}
+
+fn random_hashes(seed: u64, n: usize) -> Vec<KeyHash> {
+    let mut rng = SplitMix(seed);
+    (0..n).map(|_| rng.hash()).collect()
+}
+
+fn seed_of(block: &[u8]) -> u32 {
+    let h = block.len() - 40;
+    u32::from_le_bytes(block[h..h + 4].try_into().unwrap())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Any key set, duplicates and empty keys included, at any bits per key: every
+    /// key added is found, whether the block came out Ribbon or Bloom.
+    #[test]
+    fn no_false_negatives(
+        keys in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..24), 0..2_000),
+        dup_every in 1usize..8,
+        bits_per_key in 1.0f64..24.0,
+    ) {
+        let policy = RibbonPolicy::new(bits_per_key).unwrap();
+        let mut b = policy.new_builder();
+        for (i, k) in keys.iter().enumerate() {
+            b.add_key(k);
+            if i % dup_every == 0 {
+                b.add_key(&keys[i / 2]); // a repeat, not adjacent to its first copy
+            }
+        }
+        let block = b.finish();
+        let reader = policy.open_reader(&block).unwrap();
+        for k in &keys {
+            prop_assert!(reader.may_contain(k));
+            prop_assert!(reader.may_contain_hash(KeyHash::of(k)));
+        }
+        let info = reader.info();
+        prop_assert!((0.0..=1.0).contains(&info.estimated_fp_rate));
+    }
+
+    /// Random bytes behind a Ribbon trailer and a valid checksum: open or refuse,
+    /// never panic; what opens answers lookups.
+    #[test]
+    fn resealed_ribbon_trailers_never_panic(
+        words in 0usize..40,
+        header in prop::array::uniform16(any::<u8>()),
+        r in prop_oneof![3 => 1u8..12, 1 => any::<u8>()],
+        coeff_words in prop_oneof![3 => Just(2u8), 1 => any::<u8>()],
+        num_keys in prop_oneof![1u64..2000, any::<u64>()],
+        bits_ok in prop::bool::weighted(0.8),
+        small_upper in 0u64..8,
+    ) {
+        let mut block: Vec<u8> = (0..words * 16).map(|i| (i * 37) as u8).collect();
+        let mut h = header;
+        if small_upper < 6 {
+            h[4..8].fill(0);
+            h[8..16].copy_from_slice(&small_upper.to_le_bytes());
+        }
+        block.extend_from_slice(&h);
+        block.extend_from_slice(&[2, 2, r, coeff_words]);
+        block.extend_from_slice(&num_keys.to_le_bytes());
+        let bits = if bits_ok { words as u64 * 128 } else { num_keys };
+        block.extend_from_slice(&bits.to_le_bytes());
+        let crc = crc32fast::hash(&block);
+        block.extend_from_slice(&crc.to_le_bytes());
+        match open_filter_block(&block) {
+            Ok(reader) => {
+                let info = reader.info();
+                prop_assert_eq!(info.layout, "ribbon");
+                prop_assert_eq!(info.num_bits, words as u64 * 128);
+                prop_assert!(info.num_keys <= info.num_bits);
+                prop_assert!((0.0..=1.0).contains(&info.estimated_fp_rate));
+                for i in 0..50u32 {
+                    let _ = reader.may_contain(&i.to_le_bytes());
+                    reader.prefetch_hash(KeyHash::of(&i.to_le_bytes()));
+                }
+            }
+            Err(FilterError::Corrupt(_)) => {}
+            Err(e) => prop_assert!(false, "wrong error kind {e}"),
+        }
+    }
+}
+
+#[test]
+fn one_key_empty_keys_and_64_kib_keys() {
+    let policy = RibbonPolicy::new(10.0).unwrap();
+    let big: Vec<Vec<u8>> = (0..4u8).map(|i| vec![i; 64 * 1024]).collect();
+    let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+    keys.extend(big.iter().cloned());
+    keys.extend((0..3000u32).map(|i| i.to_le_bytes().to_vec()));
+    let mut b = policy.new_builder();
+    for k in &keys {
+        b.add_key(k);
+    }
+    let reader = policy.open_reader(&b.finish()).unwrap();
+    assert_eq!(reader.info().layout, "ribbon");
+    for k in &keys {
+        assert!(reader.may_contain(k));
+    }
+    // One key: too small for Ribbon to beat Bloom in 10 bits, so a Bloom block.
+    let mut b = policy.new_builder();
+    b.add_key(b"only");
+    let reader = policy.open_reader(&b.finish()).unwrap();
+    assert_eq!(reader.info().layout, "cache-local");
+    assert!(reader.may_contain(b"only"));
+}
+
+#[test]
+fn an_empty_table_gets_a_block_that_says_absent() {
+    let policy = RibbonPolicy::new(10.0).unwrap();
+    let block = policy.new_builder().finish();
+    let reader = policy.open_reader(&block).unwrap();
+    assert_eq!(reader.info().num_keys, 0);
+    assert_eq!(reader.info().estimated_fp_rate, 0.0);
+    assert!((0..1000u32).all(|i| !reader.may_contain(&i.to_le_bytes())));
+}
+
+/// Tables from 1 to 3,000 keys: each gets whichever block predicts fewer false
+/// positives within its budget, and small ones fall back to Bloom.
+#[test]
+fn small_tables_choose_the_better_filter() {
+    let policy = RibbonPolicy::new(10.0).unwrap();
+    let mut layouts = Vec::new();
+    for n in [1usize, 2, 10, 50, 100, 200, 300, 500, 1000, 3000] {
+        let hashes = random_hashes(n as u64, n);
+        let reader = policy.open_reader(&build_hashes(&policy, &hashes)).unwrap();
+        assert!(hashes.iter().all(|&h| reader.may_contain_hash(h)), "{n}");
+        let info = reader.info();
+        layouts.push(info.layout);
+        if info.layout == "ribbon" {
+            assert!(
+                info.estimated_fp_rate < 0.0097,
+                "{n}: {}",
+                info.estimated_fp_rate
+            );
+        }
+    }
+    assert_eq!(layouts[0], "cache-local");
+    assert_eq!(*layouts.last().unwrap(), "ribbon");
+}
+
+/// Every key the same (and pairs repeated out of order): banding finds the repeats
+/// implied, so the table still gets a Ribbon filter on the first seed.
+#[test]
+fn duplicate_keys_do_not_break_construction() {
+    let policy = RibbonPolicy::new(10.0).unwrap();
+    let distinct = random_hashes(5, 2000);
+    let mut with_dups = Vec::new();
+    for round in 0..3 {
+        for (i, &h) in distinct.iter().enumerate() {
+            if (i + round) % 2 == 0 {
+                with_dups.push(h);
+            }
+        }
+    }
+    with_dups.extend_from_slice(&distinct);
+    let block = build_hashes(&policy, &with_dups);
+    let reader = policy.open_reader(&block).unwrap();
+    assert_eq!(reader.info().layout, "ribbon");
+    assert_eq!(seed_of(&block), 0);
+    assert!(distinct.iter().all(|&h| reader.may_contain_hash(h)));
+}
+
+/// With fewer slots than keys no seed can succeed: every attempt fails and the table
+/// gets the Bloom fallback, with no false negative. With slightly too few slots for
+/// comfort, some tables need a second seed, recorded in the block.
+#[test]
+fn construction_failure_retries_then_falls_back_to_bloom() {
+    let hashes = random_hashes(11, 5000);
+    let starved = RibbonPolicy::new(10.0)
+        .unwrap()
+        .with_slots_per_key(0.9)
+        .unwrap();
+    let block = build_hashes(&starved, &hashes);
+    let reader = starved.open_reader(&block).unwrap();
+    assert_eq!(reader.info().layout, "cache-local");
+    assert!(hashes.iter().all(|&h| reader.may_contain_hash(h)));
+    // Still about 10 bits per key.
+    assert!((block.len() * 8) as f64 / 5000.0 < 10.6);
+
+    // 1.01 slots per key at 20,000 keys: a good share of seeds fail.
+    let tight = RibbonPolicy::new(10.0)
+        .unwrap()
+        .with_slots_per_key(1.01)
+        .unwrap();
+    let mut seeds = Vec::new();
+    for table in 0..12u64 {
+        let hashes = random_hashes(100 + table, 20_000);
+        let block = build_hashes(&tight, &hashes);
+        let reader = tight.open_reader(&block).unwrap();
+        assert!(hashes.iter().all(|&h| reader.may_contain_hash(h)));
+        if reader.info().layout == "ribbon" {
+            seeds.push(seed_of(&block));
+        }
+    }
+    println!("seeds used: {seeds:?}");
+    assert!(
+        seeds.iter().any(|&s| s > 0),
+        "no table needed a retry: {seeds:?}"
+    );
+    assert!(
+        seeds.len() >= 6,
+        "most tables still get a Ribbon filter: {seeds:?}"
+    );
+    assert!(seeds.iter().all(|&s| s < 4));
+}
+
+/// Bits per key is the memory spent: block bytes × 8 / keys, header and trailer
+/// included, within 3% of the setting (and never above it).
+fn memory_matches_bits_per_key(n: usize) {
+    let hashes = random_hashes(n as u64 + 1, n);
+    for bpk in [5.0, 8.0, 10.0, 15.0] {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let block = build_hashes(&policy, &hashes);
+        let spent = (block.len() * 8) as f64 / n as f64;
+        assert!(
+            spent <= bpk && spent >= bpk * 0.97,
+            "{n} keys at {bpk}: {spent}"
+        );
+        let reader = policy.open_reader(&block).unwrap();
+        assert_eq!(reader.info().layout, "ribbon");
+    }
+}
+
+#[test]
+fn memory_within_3_percent_at_1e4_and_1e5_keys() {
+    memory_matches_bits_per_key(10_000);
+    memory_matches_bits_per_key(100_000);
+}
+
+#[test]
+#[ignore]
+fn memory_within_3_percent_at_1e6_keys() {
+    memory_matches_bits_per_key(1_000_000);
+}
+
+/// The measured rate over `q` absent keys is within 3σ of the block's own model,
+/// σ = sqrt(p (1 - p) / q) (binomial sampling; no spread between filters, see the
+/// module docs). Also no false negatives.
+fn rate_matches_model(n: usize, q: u64, seed: u64) {
+    let hashes = random_hashes(seed, n);
+    for bpk in [5.0, 8.0, 10.0, 15.0] {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let reader = policy.open_reader(&build_hashes(&policy, &hashes)).unwrap();
+        let info = reader.info();
+        assert_eq!(info.layout, "ribbon");
+        assert!(hashes.iter().all(|&h| reader.may_contain_hash(h)));
+        let mut rng = SplitMix(seed ^ 0xABCD);
+        let hits = (0..q)
+            .filter(|_| reader.may_contain_hash(rng.hash()))
+            .count();
+        let got = hits as f64 / q as f64;
+        let p = info.estimated_fp_rate;
+        let sigma = (p * (1.0 - p) / q as f64).sqrt();
+        assert!(
+            (got - p).abs() <= 3.0 * sigma,
+            "{n} keys at {bpk} bits/key: measured {got:.6}, model {p:.6}, 3σ {:.6}",
+            3.0 * sigma
+        );
+    }
+}
+
+#[test]
+fn rate_matches_the_blocks_model_at_5_8_10_15_bits_per_key() {
+    rate_matches_model(20_000, 1_000_000, 21);
+}
+
+#[test]
+#[ignore]
+fn rate_matches_the_blocks_model_at_scale() {
+    for seed in [1, 2, 3] {
+        rate_matches_model(1_000_000, 10_000_000, seed);
+    }
+}
+
+/// A store that switches policy keeps reading old tables: each block is opened by
+/// its trailer, through either policy.
+#[test]
+fn ribbon_and_bloom_blocks_open_through_either_policy() {
+    let hashes = random_hashes(3, 4000);
+    let ribbon = RibbonPolicy::new(10.0).unwrap();
+    let bloom = BloomPolicy::new(10.0).unwrap();
+    let rb = build_hashes(&ribbon, &hashes);
+    let mut b = bloom.new_builder();
+    for &h in &hashes {
+        b.add_hash(h);
+    }
+    let bb = b.finish();
+    for opener in [&ribbon as &dyn FilterPolicy, &bloom] {
+        let r: Box<dyn FilterReader> = opener.open_reader(&rb).unwrap();
+        assert_eq!(r.info().layout, "ribbon");
+        assert!(hashes.iter().all(|&h| r.may_contain_hash(h)));
+        let r = opener.open_reader(&bb).unwrap();
+        assert_eq!(r.info().layout, "cache-local");
+        assert!(hashes.iter().all(|&h| r.may_contain_hash(h)));
+    }
+}
+
+#[test]
+fn invalid_settings_are_errors() {
+    for bpk in [0.0, 0.99, 100.5, f64::NAN, f64::INFINITY] {
+        assert!(matches!(
+            RibbonPolicy::new(bpk),
+            Err(FilterError::InvalidArgument(_))
+        ));
+    }
+    let p = RibbonPolicy::new(10.0).unwrap();
+    for f in [0.0, -1.0, 16.5, f64::NAN] {
+        assert!(p.with_slots_per_key(f).is_err());
+    }
+    assert_eq!(p.bits_per_key(), 10.0);
+    assert_eq!(p.name(), "bloomkv.Ribbon");
+}
