@@ -39,7 +39,8 @@ enum Command {
         /// The store directory.
         dir: PathBuf,
     },
-    /// Check every checksum of a store's files; non-zero exit on any problem.
+    /// Check a store's manifest, every block of its live tables (trailer CRCs, footer)
+    /// and its logs under each recovery mode; non-zero exit on any problem.
     Verify {
         /// The store directory.
         dir: PathBuf,

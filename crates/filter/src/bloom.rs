@@ -33,7 +33,8 @@
 //! ```
 //!
 //! [`BloomFilter::from_bytes`] checks length, checksum, magic, version, kind and sizes
-//! (and that no bit beyond `num_bits` is set) before it allocates anything.
+//! before it allocates anything (the copy is then bounded by the input's length), and
+//! on the copy that no bit beyond `num_bits` is set.
 
 use serde::Serialize;
 

@@ -20,9 +20,9 @@
 //! Both versions share this layout; the version only says where an item's probes land.
 //!
 //! Decoding checks, in order: minimum length, magic, version, checksum, kind,
-//! reserved bytes, size range, exact total length for that size, and that the slack
-//! bits after the last slot are zero. Only then is the payload copied: the allocation
-//! is bounded by the input's own length.
+//! reserved bytes, size range and exact total length for that size. Only then is the
+//! payload copied, so the allocation is bounded by the input's own length; the slack
+//! bits after the last slot are checked on that copy, and must be zero.
 
 use byteorder::{ByteOrder, LittleEndian};
 

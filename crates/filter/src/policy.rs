@@ -36,13 +36,34 @@ pub trait FilterPolicy: Send + Sync + fmt::Debug {
 }
 
 /// Accumulates one table's keys and produces its filter block.
+///
+/// # The hash contract
+///
+/// A store hashes each looked-up key once, with [`KeyHash::of`], and asks every table's
+/// filter about that one hash through [`FilterReader::may_contain_hash`]. A table
+/// writer adds each key with [`add_key`](Self::add_key). So, for every key:
+///
+/// ```text
+/// add_key(key)  must have the effect of  add_hash(KeyHash::of(key))
+/// ```
+///
+/// A builder that overrides `add_key` with another hash (or derives its bits from
+/// the raw key) sets bits the store never probes: lookups of keys the table holds
+/// answer "absent" — false negatives, data silently unreadable. Keep the default
+/// `add_key`, or hash with `KeyHash::of` inside it. `bloomkv-kv` checks a
+/// user's policy against this contract when a store opens (`check_hash_contract` in
+/// its `options.rs`: 200 keys added with `add_key` must all answer "maybe" to
+/// `may_contain_hash(KeyHash::of(key))`) and refuses a policy that breaks it with
+/// `InvalidArgument`; the check cannot prove the contract, only catch a breach.
 pub trait FilterBuilder: Send {
-    /// Adds a key; equivalent to `add_hash(KeyHash::of(key))`.
+    /// Adds a key; equivalent to `add_hash(KeyHash::of(key))`. An override must keep
+    /// that equivalence (see [the hash contract](FilterBuilder#the-hash-contract)).
     fn add_key(&mut self, key: &[u8]) {
         self.add_hash(KeyHash::of(key));
     }
 
-    /// Adds a key by its hash.
+    /// Adds a key by its hash, which is always [`KeyHash::of`] of the key: the same
+    /// value a lookup hands to [`FilterReader::may_contain_hash`].
     fn add_hash(&mut self, hash: KeyHash);
 
     /// Keys added so far.
@@ -60,6 +81,12 @@ pub trait FilterReader: Send + Sync + fmt::Debug {
     }
 
     /// As [`may_contain`](Self::may_contain), for a key already hashed with [`KeyHash::of`].
+    ///
+    /// This is the only question a store asks: one `KeyHash::of(key)` per lookup,
+    /// handed to every table's reader. It must answer `true` for every hash its
+    /// builder was given through `add_hash` or `add_key`; see
+    /// [the hash contract](FilterBuilder#the-hash-contract), which `bloomkv-kv` checks
+    /// when a store opens with a user's policy.
     fn may_contain_hash(&self, hash: KeyHash) -> bool;
 
     /// Starts loading the memory `may_contain_hash(hash)` will read, without waiting

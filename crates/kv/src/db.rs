@@ -399,8 +399,10 @@ impl Db {
 
     /// Iterates over the live keys in `range`, in key order, with their values.
     ///
-    /// The memtables' part of the range is copied when the scan starts; tables are read
-    /// lazily, block by block. Errors come as items and end the iteration.
+    /// The scan reads the store as of the moment it starts: the memtables at the
+    /// sequence number published then (copied out 128 entries at a time as the scan
+    /// advances, so later writes are not seen) and the tables live then, read lazily,
+    /// block by block. Errors come as items and end the iteration.
     ///
     /// ```
     /// use bloomkv_kv::{Db, Options};

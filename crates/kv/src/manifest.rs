@@ -17,7 +17,8 @@
 //! 8       4     format version (1)
 //! 12      8     next_file_number   the next number to give a table or log
 //! 20      8     last_sequence      every table entry has seq <= this
-//! 28      8     wal_number         the live write-ahead log, {wal_number:06}.wal
+//! 28      8     wal_number         the oldest log still needed: open replays every
+//!                                  {n:06}.wal with n >= wal_number, oldest first
 //! 36      4     table_count
 //! 40      ...   table_count table records:
 //!
@@ -99,7 +100,8 @@ pub struct ManifestState {
     pub(crate) next_file_number: u64,
     /// The highest sequence number in any table; WAL replay continues above it.
     pub(crate) last_sequence: SeqNo,
-    /// The number of the live write-ahead log.
+    /// The oldest write-ahead log still needed: every log numbered at or above it holds
+    /// writes no table holds yet, and open replays them all, oldest first.
     pub(crate) wal_number: u64,
     /// The live tables, in the store's order.
     pub(crate) tables: Vec<TableMeta>,
@@ -131,7 +133,8 @@ impl ManifestState {
         self.last_sequence
     }
 
-    /// The number of the live write-ahead log.
+    /// The oldest write-ahead log still needed (logs below it are retired; open
+    /// replays this one and every later one).
     pub fn wal_number(&self) -> u64 {
         self.wal_number
     }

@@ -2,8 +2,9 @@
 //! the store syncs, before it reaches the memtable, so that a crash loses no
 //! acknowledged write.
 //!
-//! On open the store replays the live log into a fresh memtable. A log is a plain
-//! sequence of records, one per write batch, with no block structure:
+//! On open the store replays every live log (each numbered at or above the manifest's
+//! `wal_number`, oldest first) into a fresh memtable. A log is a plain sequence of
+//! records, one per write batch, with no block structure:
 //!
 //! ```text
 //! +----------+----------+------+----------+=====================+

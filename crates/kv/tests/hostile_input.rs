@@ -206,13 +206,27 @@ fn open_and_read(bytes: Vec<u8>) -> Result<usize, Error> {
     fs.set_file_bytes(&path(), bytes);
     let file = fs.open_random(&path())?;
     let table = Table::open(file, path(), Arc::new(Counters::default()), &policies())?;
+    // Every answer is checked against what `table_bytes(40)` (every table here) wrote:
+    // key{i} -> "value" at seq i + 1 for i < 40, nothing above.
+    let wrong = |what: String| Err(Error::InvalidArgument(format!("wrong answer: {what}")));
+    let entries = 40;
     for i in 0..50 {
         let k = format!("key{i:04}");
-        table.get(k.as_bytes(), bloomkv_filter::KeyHash::of(k.as_bytes()))?;
+        let found = table.get(k.as_bytes(), bloomkv_filter::KeyHash::of(k.as_bytes()))?;
+        let right = match &found {
+            Some(e) => i < entries && e.value == "value" && e.seq == i as u64 + 1,
+            None => i >= entries,
+        };
+        if !right {
+            return wrong(format!("get {k} gave {found:?}"));
+        }
     }
     let mut n = 0;
     for e in table.iter() {
-        e?;
+        let e = e?;
+        if e.key != format!("key{n:04}") || e.value != "value" || e.seq != n as u64 + 1 {
+            return wrong(format!("entry {n} is {e:?}"));
+        }
         n += 1;
     }
     Ok(n)

@@ -18,7 +18,8 @@
 //!  +-----------------+-------------------------+--------------+
 //! ```
 //!
-//! `data_size` counts the data blocks' bytes including their trailers. The block must
+//! `format_version` must be one this build reads (1 ..= the footer's
+//! [`FORMAT_VERSION`]). `data_size` counts the data blocks' bytes including their trailers. The block must
 //! be consumed exactly; trailing bytes are corruption. The counts must fit the bytes:
 //! a data block costs at least [`MIN_DATA_BLOCK_LEN`] bytes and an entry at least
 //! [`MIN_ENTRY_LEN`], so a table cannot claim more of either than `data_size` holds
@@ -26,6 +27,7 @@
 
 use bytes::Bytes;
 
+use super::footer::FORMAT_VERSION;
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
@@ -149,7 +151,9 @@ impl TableProperties {
     }
 
     fn validate(&self) -> Result<(), Malformed> {
-        let problem = if self.smallest > self.largest {
+        let problem = if self.format_version == 0 || self.format_version > FORMAT_VERSION {
+            "unknown format_version (newer than this build reads, or 0)"
+        } else if self.smallest > self.largest {
             "smallest key is greater than largest key"
         } else if self.entries == 0 || self.data_blocks == 0 {
             "a table holds at least one entry in one data block"
@@ -226,5 +230,12 @@ mod tests {
             ..sample()
         };
         assert!(TableProperties::decode(&nan.encode()).is_err());
+        for format_version in [0, FORMAT_VERSION + 1, u32::MAX] {
+            let future = TableProperties {
+                format_version,
+                ..sample()
+            };
+            assert!(TableProperties::decode(&future.encode()).is_err());
+        }
     }
 }
