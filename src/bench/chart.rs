@@ -350,7 +350,7 @@ pub fn render_savings_svg(rows: &[Row]) -> String {
 
 /// FP and reads per lookup against bits per key; FP and time against probes.
 pub fn render_sweep_svg(bits: &[SweepPoint], probes: &[SweepPoint]) -> String {
-    let layouts = ["standard", "cache-local"];
+    let layouts = ["standard", "cache-local", "ribbon"];
     let series = |points: &[SweepPoint], layout: &str, f: &dyn Fn(&SweepPoint) -> (f64, f64)| {
         points
             .iter()

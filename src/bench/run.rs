@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// Seed of the load order and of the lookup keys.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Filters of the flat shape's rows: any of none, standard, cache-local, ribbon,
+    /// comma-separated.
+    #[arg(long, default_value = "none,standard,cache-local,ribbon")]
+    pub filters: String,
     /// `flat`: `--tables` overlapping tables, compaction off (the default); `leveled`:
     /// a tree built by the store's own compaction (1 MiB level-1 budget, ×10 per
     /// level), measured per level under each `--allocation`.
@@ -85,6 +89,7 @@ impl BenchArgs {
             return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
         }
         Allocation::parse_list(&self.allocation)?;
+        FilterSetting::parse_list(&self.filters)?;
         if u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
@@ -157,7 +162,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         bar.0.finish_and_clear();
         print!("{}", print_leveled(&leveled));
     } else {
-        for setting in FilterSetting::ALL {
+        for setting in FilterSetting::parse_list(&args.filters)? {
             let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
             let mut store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
             rows.extend(run_store(&mut store, &w, &bar)?);
@@ -238,7 +243,11 @@ pub fn check_lookups(rows: &[super::Row]) -> Result<(), BenchError> {
 /// Absent-key lookups through the store at bits_per_key 1..=20, both layouts.
 fn sweep_bits(w: &Workload, work: &WorkDir, bar: &Bar) -> Result<Vec<SweepPoint>, BenchError> {
     let mut points = Vec::new();
-    for setting in [FilterSetting::Standard, FilterSetting::CacheLocal] {
+    for setting in [
+        FilterSetting::Standard,
+        FilterSetting::CacheLocal,
+        FilterSetting::Ribbon,
+    ] {
         for bpk in 1..=20 {
             let mut wb = w.clone();
             wb.bits_per_key = f64::from(bpk);
@@ -270,6 +279,7 @@ fn sweep_bits(w: &Workload, work: &WorkDir, bar: &Bar) -> Result<Vec<SweepPoint>
 fn layout_name(setting: FilterSetting) -> &'static str {
     match setting {
         FilterSetting::CacheLocal => "cache-local",
+        FilterSetting::Ribbon => "ribbon",
         _ => "standard",
     }
 }

@@ -15,15 +15,35 @@ pub enum FilterSetting {
     Standard,
     /// One 64-byte line per key.
     CacheLocal,
+    /// Ribbon filter on every table.
+    Ribbon,
 }
 
 impl FilterSetting {
-    /// The three settings, baseline first.
-    pub const ALL: [FilterSetting; 3] = [
+    /// Every setting, baseline first.
+    pub const ALL: [FilterSetting; 4] = [
         FilterSetting::None,
         FilterSetting::Standard,
         FilterSetting::CacheLocal,
+        FilterSetting::Ribbon,
     ];
+
+    /// Parses `--filters`: a comma-separated list of none, standard, cache-local,
+    /// ribbon.
+    pub fn parse_list(list: &str) -> Result<Vec<FilterSetting>, BenchError> {
+        list.split(',')
+            .map(|s| match s.trim() {
+                "none" => Ok(FilterSetting::None),
+                "standard" => Ok(FilterSetting::Standard),
+                "cache-local" => Ok(FilterSetting::CacheLocal),
+                "ribbon" => Ok(FilterSetting::Ribbon),
+                other => Err(format!(
+                    "unknown filter {other:?} (none, standard, cache-local, ribbon)"
+                )
+                .into()),
+            })
+            .collect()
+    }
 
     /// Name in tables and reports.
     pub fn name(self) -> &'static str {
@@ -31,6 +51,7 @@ impl FilterSetting {
             FilterSetting::None => "no filter",
             FilterSetting::Standard => "standard bloom",
             FilterSetting::CacheLocal => "cache-local bloom",
+            FilterSetting::Ribbon => "ribbon",
         }
     }
 
@@ -39,6 +60,7 @@ impl FilterSetting {
             FilterSetting::None => FilterKind::None,
             FilterSetting::Standard => FilterKind::StandardBloom,
             FilterSetting::CacheLocal => FilterKind::CacheLocalBloom,
+            FilterSetting::Ribbon => FilterKind::Ribbon,
         }
     }
 }

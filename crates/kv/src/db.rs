@@ -38,7 +38,7 @@ use crate::inspect::TableInfo;
 use crate::manifest::{self, ManifestState, TableMeta};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
-use crate::options::{Options, NUM_LEVELS};
+use crate::options::{FilterKind, Options, NUM_LEVELS};
 use crate::recovery::{self, RecoveryReport};
 use crate::sstable::{Table, TableBuilder, TableFile, TableOptions};
 use crate::stats::{add, bump, Counters, DbStats, ReadTally};
@@ -849,8 +849,10 @@ impl Inner {
         incoming: u64,
     ) -> Result<Option<Arc<dyn FilterPolicy>>> {
         let options = &self.options;
+        let hybrid = options.filter == FilterKind::Ribbon && options.bloom_before_level > 0;
         if options.filter_allocation == FilterAllocation::Uniform
             && !options.optimize_filters_for_hits
+            && !hybrid
         {
             return Ok(self.policy.clone());
         }

@@ -34,7 +34,7 @@ use std::collections::BinaryHeap;
 use std::sync::{Arc, OnceLock};
 
 use bloomkv_filter::sizing::{cache_local_false_positive_rate, false_positive_rate};
-use bloomkv_filter::{BloomPolicy, FilterPolicy};
+use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
 
 use crate::error::{Error, Result};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
@@ -78,6 +78,7 @@ fn evaluate_model(kind: &FilterKind, bits_per_key: f64) -> f64 {
     let m = (bits_per_key * MODEL_KEYS as f64).ceil() as u64;
     let fp = match kind {
         FilterKind::None => Ok(1.0),
+        FilterKind::Ribbon => Ok(ribbon_model(bits_per_key)),
         FilterKind::StandardBloom => BloomPolicy::standard(bits_per_key)
             .map_err(|_| ())
             .and_then(|p| false_positive_rate(m, MODEL_KEYS, p.num_probes()).map_err(|_| ())),
@@ -92,6 +93,23 @@ fn evaluate_model(kind: &FilterKind, bits_per_key: f64) -> f64 {
         }
     };
     fp.unwrap_or(1.0).clamp(0.0, 1.0)
+}
+
+/// A Ribbon block's own predicted rate at `bits_per_key`, read off a block built from
+/// sample keys (its shape, not a formula, decides: slots, result columns).
+fn ribbon_model(bits_per_key: f64) -> f64 {
+    const SAMPLE: u32 = 4096;
+    let Ok(policy) = RibbonPolicy::new(bits_per_key) else {
+        return 1.0;
+    };
+    let mut builder = policy.new_builder();
+    for i in 0..SAMPLE {
+        builder.add_hash(KeyHash::of(&i.to_le_bytes()));
+    }
+    match policy.open_reader(&builder.finish()) {
+        Ok(reader) => reader.info().estimated_fp_rate,
+        Err(_) => 1.0,
+    }
 }
 
 /// One level as the planner sees it.
@@ -214,7 +232,9 @@ fn curve(kind: &FilterKind) -> &'static [f64] {
     static CACHE_LOCAL: OnceLock<Vec<f64>> = OnceLock::new();
     static STANDARD: OnceLock<Vec<f64>> = OnceLock::new();
     static NONE: OnceLock<Vec<f64>> = OnceLock::new();
+    static RIBBON: OnceLock<Vec<f64>> = OnceLock::new();
     let (cell, kind) = match kind {
+        FilterKind::Ribbon => (&RIBBON, FilterKind::Ribbon),
         FilterKind::StandardBloom => (&STANDARD, FilterKind::StandardBloom),
         FilterKind::None => (&NONE, FilterKind::None),
         FilterKind::CacheLocalBloom | FilterKind::Custom(_) => {
@@ -359,7 +379,12 @@ pub(crate) fn loads(
 /// that with `FilterKind::Ribbon`-style hybrids the levels above `bloom_before_level`
 /// use the cache-local Bloom (cheap to build for short-lived flush output).
 pub(crate) fn level_kinds(options: &Options) -> Vec<FilterKind> {
-    vec![options.filter.clone(); NUM_LEVELS]
+    (0..NUM_LEVELS)
+        .map(|level| match options.filter {
+            FilterKind::Ribbon if level < options.bloom_before_level => FilterKind::CacheLocalBloom,
+            ref kind => kind.clone(),
+        })
+        .collect()
 }
 
 /// The policy that builds a table for a level given the plan's bits per key.
@@ -376,6 +401,7 @@ pub(crate) fn policy_for(
         FilterKind::Custom(policy) => Arc::clone(policy),
         FilterKind::CacheLocalBloom => Arc::new(BloomPolicy::cache_local(bits).map_err(to_err)?),
         FilterKind::StandardBloom => Arc::new(BloomPolicy::standard(bits).map_err(to_err)?),
+        FilterKind::Ribbon => Arc::new(RibbonPolicy::new(bits).map_err(to_err)?),
     };
     Ok(Some(policy))
 }

@@ -169,3 +169,23 @@ fn optimize_for_hits_leaves_the_deepest_level_unfiltered() {
     }
     lookups(&db, 2_000);
 }
+
+#[test]
+fn bloom_before_level_gives_upper_levels_the_cache_local_bloom() {
+    let (_dir, db) = build(Options {
+        filter: bloomkv_kv::FilterKind::Ribbon,
+        bloom_before_level: 2,
+        ..options(FilterAllocation::Uniform, false)
+    });
+    let infos = db.table_infos();
+    assert!(infos.iter().any(|t| t.level < 2) && infos.iter().any(|t| t.level >= 2));
+    for t in &infos {
+        let want = if t.level < 2 {
+            "bloomkv.BloomFilter.cache-local"
+        } else {
+            "bloomkv.Ribbon"
+        };
+        assert_eq!(t.filter_policy, want, "L{} table {}", t.level, t.number);
+    }
+    lookups(&db, 2_000);
+}

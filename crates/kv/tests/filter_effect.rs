@@ -129,3 +129,75 @@ fn without_a_filter_absent_keys_read_one_block_per_table() {
     assert_eq!(d.data_block_reads, (LOOKUPS * TABLES) as u64);
     assert_eq!(db.stats().filter_memory_bytes, 0);
 }
+
+#[test]
+fn ribbon_absent_keys_read_under_two_hundredths_of_a_block_per_get() {
+    const N: usize = 10_000;
+    let (_dir, db) = load(FilterKind::Ribbon);
+    let infos = db.table_infos();
+    assert!(infos.iter().all(|t| t.filter_policy == "bloomkv.Ribbon"));
+    let before = db.stats();
+    let total = KEYS_PER_TABLE * TABLES;
+    for n in 0..N {
+        let i = TABLES + (n * 7919) % (total - 2 * TABLES);
+        assert_eq!(db.get(absent(i)).unwrap(), None);
+    }
+    let d = delta(&db.stats(), &before);
+    // About 0.13% FP per table: ~0.013 reads per get, ~130 in all (σ ≈ 11).
+    let per_get = d.data_block_reads as f64 / N as f64;
+    assert!(per_get < 0.02, "{per_get:.4} reads per absent get");
+    assert_eq!(d.data_block_reads, d.filter_positives);
+    let p = present_lookups(&db);
+    assert_eq!(p.filter_true_positives, LOOKUPS as u64, "no false negative");
+}
+
+#[test]
+fn bloom_and_ribbon_tables_are_each_read_with_their_own_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = |filter: FilterKind| {
+        Db::open(
+            dir.path(),
+            Options {
+                filter,
+                disable_auto_compaction: true,
+                ..Options::default()
+            },
+        )
+        .unwrap()
+    };
+    let write = |db: &Db, from: usize| {
+        for i in from..from + 1000 {
+            db.put(present(i), format!("value{i}")).unwrap();
+        }
+        db.flush().unwrap();
+    };
+    let db = open(FilterKind::CacheLocalBloom);
+    write(&db, 0);
+    db.close().unwrap();
+    let db = open(FilterKind::Ribbon);
+    write(&db, 1000);
+    db.close().unwrap();
+    // Back to Bloom: both tables open with their own filters.
+    let db = open(FilterKind::CacheLocalBloom);
+    let mut names: Vec<String> = db
+        .table_infos()
+        .iter()
+        .map(|t| format!("{} {}", t.filter_policy, t.filter_state))
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(
+        names[0].starts_with("bloomkv.BloomFilter.cache-local"),
+        "{names:?}"
+    );
+    assert!(names[1].starts_with("bloomkv.Ribbon"), "{names:?}");
+    assert!(db.table_infos().iter().all(|t| t.filter.is_some()));
+    assert_eq!(db.stats().filter_unknown_policy, 0);
+    assert_eq!(db.stats().filter_corrupt, 0);
+    for i in 0..2000 {
+        assert_eq!(
+            db.get(present(i)).unwrap().as_deref(),
+            Some(format!("value{i}").as_bytes())
+        );
+    }
+}
