@@ -3,9 +3,12 @@
 //!
 //! The flat shape (ten equal, overlapping tables) is the one shape where how filter
 //! memory is split cannot matter. Here the keys are loaded with auto compaction on and
-//! a small level-1 budget (1 MiB, ×10 per level), so a million keys settle over four
-//! levels, each ten times the one above; then absent and present keys are looked up
-//! and every level's probes, filter negatives, false positives and reads are counted.
+//! a small level-1 budget (256 KiB, ×10 per level), so a million keys settle over
+//! four levels, each ten times the one above. Settled means no level over its budget
+//! and L0 compacted away (so every allocation is measured on a tree of the same
+//! shape, whatever the background thread's timing left in L0). Then absent and
+//! present keys are looked up and every level's probes, filter negatives, false
+//! positives and reads are counted.
 //!
 //! ```text
 //! allocation     L1 bits/key   L2    L3    L4     reads per absent get
@@ -105,8 +108,9 @@ pub struct LeveledRow {
     pub per_level: Vec<LevelRow>,
 }
 
-/// Level-1 budget of the leveled shape (bytes); ×10 per level below.
-pub const LEVEL1_BYTES: u64 = 1 << 20;
+/// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
+/// purpose: a million 120-byte entries then settle over four levels (L1..L4).
+pub const LEVEL1_BYTES: u64 = 256 << 10;
 
 /// Builds the tree once per allocation and measures it.
 pub fn run_leveled(
@@ -131,7 +135,7 @@ pub fn run_leveled(
             level1_max_bytes: LEVEL1_BYTES,
             ..Options::default()
         };
-        let db = Db::open(&dir, options)?;
+        let db = Db::open(&dir, options.clone())?;
         let mut order: Vec<u64> = (0..w.keys).collect();
         order.shuffle(&mut StdRng::seed_from_u64(w.seed));
         let value = vec![b'v'; w.value_size];
@@ -142,6 +146,16 @@ pub fn run_leveled(
                 progress.inc(4096);
             }
         }
+        db.wait_for_compaction()?;
+        db.close()?;
+        // Settle L0 too: a trigger of one table compacts whatever the load left there.
+        let db = Db::open(
+            &dir,
+            Options {
+                l0_compaction_trigger: 1,
+                ..options
+            },
+        )?;
         db.wait_for_compaction()?;
         progress.finish();
         rows.push(measure(&db, w, allocation)?);
