@@ -38,7 +38,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
 
 use crate::error::{Error, Result};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
-use crate::version::Version;
+use crate::version::{TableHandle, Version};
 
 /// How filter memory is split across levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -343,7 +343,8 @@ pub(crate) fn loads(
     incoming: u64,
 ) -> Vec<LevelLoad> {
     let (bytes, entries) = version.tables().fold((0u64, 0u64), |(b, e), (_, t)| {
-        (b + t.file_size(), e + t.table.properties().entries)
+        let props = t.table.properties();
+        (b + props.data_size, e + props.entries)
     });
     let entry_bytes = if entries == 0 {
         1.0
@@ -351,6 +352,7 @@ pub(crate) fn loads(
         bytes as f64 / entries as f64
     };
     let deepest = version.deepest_nonempty_level().max(level);
+    let deepest_tables = &version.levels[version.deepest_nonempty_level()];
     (0..NUM_LEVELS)
         .map(|l| {
             let staying = version.levels[l]
@@ -367,12 +369,42 @@ pub(crate) fn loads(
                 let budget = (options.max_bytes_for_level(l) as f64 / entry_bytes) as u64;
                 keys = keys.min(budget.max(1));
             }
-            LevelLoad {
-                keys,
-                probes: if l == 0 { count.max(1) as f64 } else { 1.0 },
-            }
+            let probes = if l == 0 {
+                count.max(1) as f64
+            } else {
+                coverage(version, l, deepest_tables)
+            };
+            LevelLoad { keys, probes }
         })
         .collect()
+}
+
+/// The share of lookups whose key falls inside some table of `level`: a level that
+/// compaction has filled only over part of the key space is probed only there. The
+/// key space is measured in tables of the deepest level (which spans it all): each
+/// one wholly inside a table of `level` counts 1, one it overlaps counts 1/2. A level
+/// the measure cannot judge (the deepest itself, or a tree without one) counts 1.
+fn coverage(version: &Version, level: usize, deepest: &[Arc<TableHandle>]) -> f64 {
+    let tables = &version.levels[level];
+    if deepest.len() < 8 || std::ptr::eq(tables.as_slice(), deepest) {
+        return 1.0;
+    }
+    let covered: f64 = deepest
+        .iter()
+        .map(|d| {
+            let inside = tables
+                .iter()
+                .any(|t| t.smallest() <= d.smallest() && d.largest() <= t.largest());
+            if inside {
+                1.0
+            } else if tables.iter().any(|t| t.overlaps(d.smallest(), d.largest())) {
+                0.5
+            } else {
+                0.0
+            }
+        })
+        .sum();
+    (covered / deepest.len() as f64).clamp(0.05, 1.0)
 }
 
 /// The filter kind each level's tables are built with: the configured one, except

@@ -129,9 +129,16 @@ impl Version {
             .flat_map(|(level, tables)| tables.iter().map(move |t| (level, t)))
     }
 
-    /// Bytes of table files on `level`.
+    /// Bytes of table data on `level`.
+    ///
+    /// Data blocks only: a level's budget is about its data, so the tree's shape does
+    /// not change with the filters its tables carry (a filter allocation changes no
+    /// compaction decision, and allocations can be compared on one shape).
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|t| t.file_size()).sum()
+        self.levels[level]
+            .iter()
+            .map(|t| t.table.properties().data_size)
+            .sum()
     }
 
     /// The deepest level holding any table, or 0.
