@@ -130,12 +130,18 @@ impl fmt::Display for StoreInfo {
             match &t.filter {
                 Some(fi) => writeln!(
                     f,
-                    "    filter {} ({}): {} bits = {:.2} bits/key, {} probes, fill {:.1}%, est. FP {:.3}%",
+                    "    filter {} ({}): {} bits = {:.2} bits/key, {} {}, fill {:.1}%, est. FP {:.3}%",
                     t.filter_policy,
                     fi.layout,
                     fi.num_bits,
                     fi.num_bits as f64 / fi.num_keys.max(1) as f64,
                     fi.num_probes,
+                    // A Ribbon block checks r result bits per query, not k probes.
+                    if fi.layout == "ribbon" {
+                        "result bits"
+                    } else {
+                        "probes"
+                    },
                     fi.fill_ratio * 100.0,
                     fi.estimated_fp_rate * 100.0
                 )?,
