@@ -70,6 +70,7 @@ fn stores() -> Vec<(&'static str, Maker)> {
         bloomkv(BASELINE, FilterSetting::None),
         bloomkv("bloomkv standard", FilterSetting::Standard),
         bloomkv("bloomkv cache-local", FilterSetting::CacheLocal),
+        bloomkv("bloomkv ribbon", FilterSetting::Ribbon),
         fjall("fjall no filter", false),
         fjall("fjall", true),
     ];
