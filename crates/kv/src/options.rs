@@ -10,6 +10,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash};
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFileSystem};
+use crate::prefix::PrefixExtractor;
 use crate::recovery::WalRecovery;
 
 /// Which filter each new table carries.
@@ -120,6 +121,13 @@ pub struct Options {
     /// for exactly what each mode keeps and drops). Default
     /// [`WalRecovery::TolerateCorruptTail`].
     pub wal_recovery: WalRecovery,
+    /// Adds each key's prefix to new tables' filters (whole keys stay in), so
+    /// [`Db::scan_prefix`](crate::Db::scan_prefix), and a scan whose bounds share a
+    /// prefix, skip tables holding no key with it. [`FixedPrefix::new(n)`](crate::FixedPrefix)
+    /// ships; keys shorter than the prefix go in whole only (see `prefix.rs`). Tables
+    /// record the extractor's name; one written under another is scanned without its
+    /// prefix filter. Default `None`.
+    pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -160,6 +168,7 @@ impl Default for Options {
             file_system: Arc::new(OsFileSystem),
             extra_filter_policies: Vec::new(),
             wal_recovery: WalRecovery::TolerateCorruptTail,
+            prefix_extractor: None,
         }
     }
 }
@@ -199,6 +208,10 @@ impl fmt::Debug for Options {
                     .collect::<Vec<_>>(),
             )
             .field("wal_recovery", &self.wal_recovery)
+            .field(
+                "prefix_extractor",
+                &self.prefix_extractor.as_ref().map(|p| p.name().to_string()),
+            )
             .finish()
     }
 }
