@@ -119,6 +119,10 @@ pub struct Report {
     pub bits_sweep: Vec<SweepPoint>,
     /// Probe count sweep at the workload's bits per key (with `--sweep`).
     pub probe_sweep: Vec<SweepPoint>,
+    /// Prefix-scan phases (empty with `--prefix-scans 0`).
+    pub prefix_rows: Vec<super::PrefixRow>,
+    /// Gets with a snapshot held and full scans both ways (with the prefix phases).
+    pub version_times: Option<super::VersionTimes>,
 }
 
 /// The machine a report was measured on.
