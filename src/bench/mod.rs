@@ -10,12 +10,17 @@
 //!    `lookups` gets of present keys, each phase measured on its own: the store's
 //!    counters, the OS's read syscalls, and the wall clock.
 //!
+//! Then, on bloomkv only, the prefix-scan phases (`prefix.rs`): the same flat shape with
+//! keys in prefix groups, prefix scans of absent and present prefixes with and without
+//! a prefix extractor, point gets with a snapshot held, and full scans both ways.
+//!
 //! The workload talks to a store only through [`BenchStore`], so the very same code
 //! runs on bloomkv without a filter, with each Bloom layout, and on peer stores.
 
 mod chart;
 mod leveled;
 mod os_io;
+mod prefix;
 mod report;
 mod run;
 mod store;
@@ -32,6 +37,7 @@ use serde::Serialize;
 pub use chart::{render_savings_svg, render_sweep_svg};
 pub use leveled::{print_leveled, run_leveled, Allocation, LevelRow, LeveledRow};
 pub use os_io::{OsIo, OsReads};
+pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{check_lookups, run, run_stores, Bar, BenchArgs};
 pub use store::{BloomkvStore, FilterSetting};

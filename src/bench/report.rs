@@ -122,6 +122,10 @@ pub struct Report {
     /// The leveled shape's runs, one per allocation (with `--shape leveled`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub leveled: Vec<super::LeveledRow>,
+    /// Prefix-scan phases (empty with `--prefix-scans 0`).
+    pub prefix_rows: Vec<super::PrefixRow>,
+    /// Gets with a snapshot held and full scans both ways (with the prefix phases).
+    pub version_times: Option<super::VersionTimes>,
 }
 
 /// The machine a report was measured on.

@@ -10,9 +10,10 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
-    compare_to_baseline, key, load, lookup_keys, print_leveled, print_table, render_savings_svg,
-    render_sweep_svg, run_leveled, run_phase, run_store, Allocation, BenchError, BenchStore,
-    BloomkvStore, FilterSetting, Phase, Progress, Report, SweepPoint, WorkDir, Workload,
+    compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table, print_table,
+    render_savings_svg, render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_store,
+    Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Progress, Report,
+    SweepPoint, WorkDir, Workload,
 };
 use crate::bench::report::Machine;
 
@@ -64,6 +65,10 @@ pub struct BenchArgs {
     /// no-last-level, comma-separated.
     #[arg(long, default_value = "uniform,monkey,no-last-level")]
     pub allocation: String,
+    /// Prefix scans per prefix phase (absent, present; with and without a prefix
+    /// extractor); 0 skips the prefix phases.
+    #[arg(long, default_value_t = 20_000)]
+    pub prefix_scans: u64,
 }
 
 impl BenchArgs {
@@ -173,6 +178,19 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         check_lookups(&rows)?;
     }
 
+    let (prefix_rows, version_times) = if args.prefix_scans > 0 {
+        run_prefix_phases(&w, &work, args.prefix_scans, &bar)?
+    } else {
+        (Vec::new(), None)
+    };
+    bar.0.finish_and_clear();
+    if args.prefix_scans > 0 {
+        print!(
+            "{}",
+            print_prefix_table(&prefix_rows, version_times.as_ref())
+        );
+    }
+
     let (bits_sweep, probe_sweep) = if args.sweep {
         (sweep_bits(&w, &work, &bar)?, sweep_probes(&w, &bar)?)
     } else {
@@ -189,6 +207,8 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         bits_sweep,
         probe_sweep,
         leveled,
+        prefix_rows,
+        version_times,
     };
     if let Some(path) = &args.json {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -36,10 +36,14 @@ use crate::filter_plan::{self, FilterAllocation};
 use crate::fs::{FileLock, FileSystem};
 use crate::inspect::TableInfo;
 use crate::manifest::{self, ManifestState, TableMeta};
-use crate::memtable::Memtable;
+use crate::memtable::{Memtable, READ_LATEST};
 use crate::merge::{MergeIter, Source};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
+use crate::prefix::prefix_successor;
 use crate::recovery::{self, RecoveryReport};
+use crate::retain::Retain;
+use crate::scan::{own_bounds, ScanIter};
+use crate::snapshot::{Snapshot, SnapshotList};
 use crate::sstable::{Table, TableBuilder, TableFile, TableOptions};
 use crate::stats::{add, bump, Counters, DbStats, ReadTally};
 use crate::table_cache::TableCache;
@@ -107,7 +111,7 @@ struct Signal {
     shutdown: bool,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     dir: PathBuf,
     fs: Arc<dyn FileSystem>,
     options: Options,
@@ -134,6 +138,8 @@ struct Inner {
     wake: Condvar,
     /// The first background failure; once set, writes are refused.
     bg_error: Mutex<Option<String>>,
+    /// The live snapshots: what flushes and compactions must keep versions for.
+    pub(crate) snapshots: SnapshotList,
     _lock: FileLock,
 }
 
@@ -286,7 +292,8 @@ impl Db {
                         &policy,
                         &counters,
                         &policies,
-                        recovered.iter().map(Ok),
+                        // No snapshot exists yet: the newest version of each key.
+                        Retain::new(recovered.versions().map(Ok), Vec::new(), false),
                     )?;
                     if let Some(handle) = handle {
                         inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
@@ -339,6 +346,7 @@ impl Db {
             signal: Mutex::new(Signal::default()),
             wake: Condvar::new(),
             bg_error: Mutex::new(None),
+            snapshots: SnapshotList::default(),
             _lock: file_lock,
             options,
             dir,
@@ -399,10 +407,12 @@ impl Db {
 
     /// Iterates over the live keys in `range`, in key order, with their values.
     ///
-    /// The scan reads the store as of the moment it starts: the memtables at the
-    /// sequence number published then (copied out 128 entries at a time as the scan
-    /// advances, so later writes are not seen) and the tables live then, read lazily,
-    /// block by block. Errors come as items and end the iteration.
+    /// The scan reads the store as of the moment it starts (later writes are not seen)
+    /// and is double-ended: `.rev()` walks from the end, and both ends may be mixed.
+    /// Memtables are read in batches of keys and tables lazily, block by block. Errors
+    /// come as items and end the iteration. With [`Options::prefix_extractor`] set and
+    /// both bounds keys with the same prefix, tables the prefix filter rules out are
+    /// skipped unread, as in [`Db::scan_prefix`].
     ///
     /// ```
     /// use bloomkv_kv::{Db, Options};
@@ -419,14 +429,82 @@ impl Db {
     /// assert_eq!(keys, vec!["b", "d"]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    ///
+    /// Walking from both ends:
+    ///
+    /// ```
+    /// # use bloomkv_kv::{Db, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = Db::open(dir.path(), Options::default())?;
+    /// # for k in ["a", "b", "c", "d"] { db.put(k, k)?; }
+    /// let mut scan = db.scan::<&str, _>(..);
+    /// assert_eq!(scan.next_back().transpose()?.map(|(k, _)| k), Some("d".into()));
+    /// assert_eq!(scan.next().transpose()?.map(|(k, _)| k), Some("a".into()));
+    /// let middle: Vec<_> = scan.rev().map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(middle, vec!["c", "b"]); // the two ends met
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> ScanIter {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
-            Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        self.inner
-            .scan(own(range.start_bound()), own(range.end_bound()))
+        let (start, end) = own_bounds(&range);
+        let read_seq = self.inner.visible_seq();
+        self.inner.scan_at(start, end, read_seq, None)
+    }
+
+    /// Iterates over the live keys starting with `prefix`, in key order (a
+    /// [`ScanIter`]: point-in-time, double-ended).
+    ///
+    /// With [`Options::prefix_extractor`] set and `prefix` in its domain (for
+    /// [`FixedPrefix::new(n)`](crate::FixedPrefix): at least `n` bytes long), each
+    /// table's filter is asked whether it holds a key with that prefix first, and a
+    /// table it rules out is skipped without a read (`DbStats::prefix_negatives`).
+    /// Otherwise every table whose key range meets the prefix is read.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bloomkv_kv::{Db, FixedPrefix, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let options = Options {
+    ///     prefix_extractor: Some(Arc::new(FixedPrefix::new(5))),
+    ///     ..Options::default()
+    /// };
+    /// let db = Db::open(dir.path(), options)?;
+    /// db.put("user1:name", "ann")?;
+    /// db.put("user3:name", "bob")?;
+    /// db.put("user3:mail", "bob@example.com")?;
+    /// db.put("user5:name", "cy")?;
+    /// db.flush()?;
+    /// let bob: Vec<_> = db
+    ///     .scan_prefix("user3")
+    ///     .map(|kv| kv.map(|(_, v)| v))
+    ///     .collect::<Result<_, _>>()?;
+    /// assert_eq!(bob, vec!["bob@example.com", "bob"]);
+    /// // "user4" lies inside the table's key range; only its prefix filter rules it out.
+    /// assert_eq!(db.scan_prefix("user4").count(), 0);
+    /// assert_eq!(db.stats().prefix_negatives, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> ScanIter {
+        let read_seq = self.inner.visible_seq();
+        self.inner.scan_prefix_at(prefix.as_ref(), read_seq)
+    }
+
+    /// A consistent view of the store as it is now, for reads that must not see later
+    /// writes (see [`Snapshot`]). Cheap: a sequence number registered in a list.
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.put("balance", "100")?;
+    /// let snap = db.snapshot();
+    /// db.put("balance", "50")?;
+    /// db.flush()?;
+    /// assert_eq!(snap.get("balance")?.as_deref(), Some(&b"100"[..]));
+    /// assert_eq!(db.get("balance")?.as_deref(), Some(&b"50"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(&self.inner)
     }
 
     /// Writes the memtable (and any frozen ones) to L0 tables now.
@@ -688,6 +766,11 @@ impl Inner {
         Ok(())
     }
 
+    /// The last sequence number whose batch is wholly visible.
+    pub(crate) fn visible_seq(&self) -> SeqNo {
+        self.visible_seq.load(Ordering::Acquire)
+    }
+
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         bump(&self.counters.gets);
         // The view first, then the sequence number: every table in the view was
@@ -705,38 +788,90 @@ impl Inner {
             bump(&self.counters.memtable_hits);
             return Ok(live_value(entry));
         }
-        // Hash once; every table's filter is probed with the same hash.
+        // Hash once; every table's filter is probed with the same hash. Every table in
+        // the view holds only writes at or below `read_seq`, so the tables' newest
+        // version is the answer: no walk down older versions (READ_LATEST).
         let hash = KeyHash::of(key);
         let mut tally = ReadTally::default();
-        let found = view.version.get(key, hash, &mut tally);
+        let found = view.version.get(key, hash, READ_LATEST, &mut tally);
         self.counters.add_tally(&tally);
         Ok(found?.and_then(live_value))
     }
 
-    fn scan(&self, start: Bound<Bytes>, end: Bound<Bytes>) -> ScanIter {
+    /// A snapshot's `get`: the current memtables and tables read as of `read_seq`.
+    pub(crate) fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Result<Option<Bytes>> {
+        bump(&self.counters.gets);
         let view = self.current();
-        let read_seq = self.visible_seq.load(Ordering::Acquire);
-        let mut sources: Vec<Source> = Vec::new();
-        let bounds = (start.clone(), end.clone());
-        let mems = std::iter::once(&view.mem).chain(view.imm.iter().map(|(m, _)| m));
-        for mem in mems {
-            sources.push(Box::new(
-                mem.owned_range(bounds.0.clone(), bounds.1.clone(), read_seq)
-                    .map(Ok),
-            ));
+        let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
+            view.imm
+                .iter()
+                .rev()
+                .find_map(|(mem, _)| mem.get_at(key, read_seq))
+        });
+        if let Some(entry) = in_memory {
+            bump(&self.counters.memtable_hits);
+            return Ok(live_value(entry));
         }
-        for (_, handle) in view.version.tables() {
-            if range_overlaps(&start, &end, handle.smallest(), handle.largest()) {
-                sources.push(Box::new(
-                    handle.table.iter_from(start.as_ref().map(|b| &b[..])),
-                ));
-            }
-        }
-        ScanIter {
-            merged: MergeIter::new(sources),
-            end,
-            done: false,
-        }
+        let hash = KeyHash::of(key);
+        let mut tally = ReadTally::default();
+        let found = view.version.get(key, hash, read_seq, &mut tally);
+        self.counters.add_tally(&tally);
+        Ok(found?.and_then(live_value))
+    }
+
+    /// A scan of `start..end` as of `read_seq`. `prefix`: every key in the range has
+    /// this prefix of the store's extractor, so tables whose filter rules it out are
+    /// left out. Without one, a range whose two bounds share a prefix gets the same.
+    pub(crate) fn scan_at(
+        &self,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        read_seq: SeqNo,
+        prefix: Option<&[u8]>,
+    ) -> ScanIter {
+        // The view after the sequence number is fine here: tables flushed meanwhile
+        // hold newer writes too, and the scan reads versions at `read_seq` only.
+        let view = self.current();
+        let extractor = self.options.prefix_extractor.as_deref();
+        let prefix = prefix.or_else(|| match (extractor, &start, &end) {
+            (
+                Some(x),
+                Bound::Included(s) | Bound::Excluded(s),
+                Bound::Included(e) | Bound::Excluded(e),
+            ) => x.prefix_of(s).filter(|p| x.prefix_of(e) == Some(*p)),
+            _ => None,
+        });
+        let prefix_probe = extractor
+            .zip(prefix)
+            .map(|(x, p)| (x.name(), KeyHash::of(p)));
+        let mems = std::iter::once(&view.mem)
+            .chain(view.imm.iter().map(|(m, _)| m))
+            .cloned()
+            .collect();
+        let tables = view
+            .version
+            .tables()
+            .filter(|(_, h)| range_overlaps(&start, &end, h.smallest(), h.largest()))
+            .filter(|(_, h)| match prefix_probe {
+                Some((name, hash)) => h.table.may_contain_prefix(name, hash),
+                None => true,
+            })
+            .map(|(_, h)| h.table.clone())
+            .collect();
+        ScanIter::new(mems, tables, read_seq, start, end)
+    }
+
+    /// The keys starting with `prefix`, as of `read_seq`.
+    pub(crate) fn scan_prefix_at(&self, prefix: &[u8], read_seq: SeqNo) -> ScanIter {
+        let start = Bound::Included(Bytes::copy_from_slice(prefix));
+        let end = match prefix_successor(prefix) {
+            Some(e) => Bound::Excluded(Bytes::from(e)),
+            None => Bound::Unbounded,
+        };
+        let extractor = self.options.prefix_extractor.as_deref();
+        // A prefix longer than the extractor's: its keys all share its leading part.
+        let filter_prefix = extractor.and_then(|x| x.prefix_of(prefix));
+        self.scan_at(start, end, read_seq, filter_prefix)
     }
 
     fn flush(&self) -> Result<()> {
@@ -759,8 +894,11 @@ impl Inner {
             return Ok(false);
         };
         let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+        // Every version a live snapshot sees goes to the table; the newest always does.
+        let snapshots = self.snapshots.sequence_numbers();
+        let versions = Retain::new(mem.versions().map(Ok), snapshots, false);
         let added = self
-            .build_table(number, 0, (&[], mem.len() as u64), mem.iter().map(Ok))?
+            .build_table(number, 0, (&[], mem.len() as u64), versions)?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         let version = view.version.apply(&[], added);
@@ -886,9 +1024,11 @@ impl Inner {
             .iter()
             .map(|h| Box::new(h.table.iter_from(Bound::Unbounded)) as Source)
             .collect();
-        let mut merged = MergeIter::new(sources)
-            .filter(|e| !(drop_tombstones && matches!(e, Ok(e) if e.kind == ValueKind::Delete)))
-            .peekable();
+        // Read after the inputs were chosen: a snapshot taken later sees at least
+        // every write the inputs hold, so it needs only their newest versions.
+        let snapshots = self.snapshots.sequence_numbers();
+        let mut merged =
+            Retain::new(MergeIter::new(sources), snapshots, drop_tombstones).peekable();
         // Keys joining the output level (its own inputs are already counted there).
         let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
@@ -904,6 +1044,7 @@ impl Inner {
                 inner: &mut merged,
                 written: 0,
                 target,
+                last_key: None,
             };
             if let Some(h) = self.build_table(number, output_level, (&removed, incoming), chunk)? {
                 added.push((output_level, Arc::new(h)));
@@ -1027,11 +1168,14 @@ impl View {
     }
 }
 
-/// Passes entries through until the table being written reaches its target size.
+/// Passes entries through until the table being written reaches its target size, and
+/// then to the end of the current key: a key's versions never straddle two tables, so
+/// tables on one level keep disjoint key ranges.
 struct ChunkUntil<'a, I: Iterator<Item = Result<Entry>>> {
     inner: &'a mut std::iter::Peekable<I>,
     written: u64,
     target: u64,
+    last_key: Option<Bytes>,
 }
 
 impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
@@ -1039,11 +1183,18 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
 
     fn next(&mut self) -> Option<Result<Entry>> {
         if self.written >= self.target {
-            return None;
+            let same_key = match (self.inner.peek(), &self.last_key) {
+                (Some(Ok(next)), Some(last)) => next.key == *last,
+                _ => false,
+            };
+            if !same_key {
+                return None;
+            }
         }
         let item = self.inner.next()?;
         if let Ok(e) = &item {
             self.written += (e.key.len() + e.value.len() + 16) as u64;
+            self.last_key = Some(e.key.clone());
         }
         Some(item)
     }
@@ -1126,6 +1277,7 @@ pub(crate) fn build_table(
             block_size: options.block_size,
             restart_interval: options.restart_interval,
             filter_policy: policy.clone(),
+            prefix_extractor: options.prefix_extractor.clone(),
         },
     );
     for entry in entries {
@@ -1196,41 +1348,5 @@ pub(crate) fn file_number(name: &str) -> Option<u64> {
     match parse_file_name(name)? {
         FileKind::Table(n) | FileKind::TempTable(n) | FileKind::Wal(n) => Some(n),
         _ => None,
-    }
-}
-
-/// The iterator [`Db::scan`] returns: live keys in order, errors as items.
-pub struct ScanIter {
-    merged: MergeIter,
-    end: Bound<Bytes>,
-    done: bool,
-}
-
-impl Iterator for ScanIter {
-    type Item = Result<(Bytes, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            let entry = match self.merged.next()? {
-                Ok(e) => e,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            };
-            let in_range = match &self.end {
-                Bound::Included(end) => entry.key <= end,
-                Bound::Excluded(end) => entry.key < end,
-                Bound::Unbounded => true,
-            };
-            if !in_range {
-                self.done = true;
-                return None;
-            }
-            if entry.kind == ValueKind::Put {
-                return Some(Ok((entry.key, entry.value)));
-            }
-        }
-        None
     }
 }

@@ -29,7 +29,11 @@
 //! | `memtable.rs` | the in-memory sorted table of recent writes |
 //! | `sstable/` | the table file: blocks, index, filter block, properties, footer |
 //! | `version.rs` | the set of live tables per level, and the per-level lookup |
-//! | `merge.rs` | merging sorted runs, newest version wins (scan, compaction) |
+//! | `merge.rs` | merging sorted runs of versions, forwards or backwards (scan, compaction) |
+//! | `retain.rs` | which versions a flush or compaction keeps for the live snapshots |
+//! | `snapshot.rs` | snapshots: a sequence number held open, and the list compaction reads |
+//! | `scan.rs` | the point-in-time, double-ended scan iterator |
+//! | `prefix.rs` | prefix extractors: what a prefix filter and `scan_prefix` ask about |
 //! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
 //! | `fs.rs`, `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
@@ -46,8 +50,12 @@ pub mod manifest;
 pub mod memtable;
 mod merge;
 mod options;
+mod prefix;
 mod recovery;
 mod repair;
+mod retain;
+mod scan;
+mod snapshot;
 pub mod sstable;
 mod stats;
 mod table_cache;
@@ -56,13 +64,16 @@ mod version;
 pub mod wal;
 pub mod write_batch;
 
-pub use db::{Db, ScanIter};
+pub use db::Db;
 pub use error::{Error, Result};
 pub use filter_plan::FilterAllocation;
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
 pub use repair::{repair, MovedTable, RepairReport};
+pub use scan::ScanIter;
+pub use snapshot::Snapshot;
 pub use stats::{Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

@@ -35,7 +35,8 @@
 //! Reads name the newest sequence number they may see ([`Memtable::get_at`]): the store
 //! publishes a batch's last sequence number only after all of its operations are in
 //! the memtable, so a reader sees a whole batch or none of it. Versions are kept until
-//! the memtable is dropped; a flush writes each key's newest version.
+//! the memtable is dropped; a flush writes the versions that the newest reads or a live
+//! snapshot can still see ([`Memtable::versions`] and `retain.rs`).
 //!
 //! [`Memtable::approximate_size`] grows with every write, including overwrites: every
 //! version is kept, and the WAL grows with every write too, so a memtable under
@@ -240,7 +241,26 @@ impl Memtable {
         self.max_seq.load(Ordering::Relaxed)
     }
 
-    /// Every key's newest entry, in key order (what a flush writes).
+    /// Every version of every key, in key order and newest first within a key: what
+    /// a flush chooses from (the order a table stores them in).
+    pub fn versions(&self) -> impl Iterator<Item = Entry> + '_ {
+        self.map.iter().flat_map(|e| {
+            let key = e.key().clone();
+            let mut next = Some(e.value().newest.load_full());
+            std::iter::from_fn(move || {
+                let v = next.take()?;
+                next = v.older.clone();
+                Some(Entry {
+                    key: key.clone(),
+                    seq: v.seq,
+                    kind: v.kind,
+                    value: v.value.clone(),
+                })
+            })
+        })
+    }
+
+    /// Every key's newest entry, in key order.
     pub fn iter(&self) -> impl Iterator<Item = Entry> + '_ {
         self.map
             .iter()
@@ -281,6 +301,21 @@ impl Memtable {
             read_seq,
             buffer: VecDeque::new(),
             exhausted: false,
+            reverse: false,
+        }
+    }
+
+    /// Like [`Memtable::owned_range`], walking the range from its end down to its start
+    /// (the backward half of a double-ended scan); it refills from the back the same way.
+    pub fn owned_range_rev(
+        self: &Arc<Self>,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        read_seq: SeqNo,
+    ) -> OwnedRange {
+        OwnedRange {
+            reverse: true,
+            ..self.owned_range(start, end, read_seq)
         }
     }
 }
@@ -306,6 +341,8 @@ pub struct OwnedRange {
     read_seq: SeqNo,
     buffer: VecDeque<Entry>,
     exhausted: bool,
+    /// Walks from the end down (`next_start` stays, `end` moves).
+    reverse: bool,
 }
 
 impl OwnedRange {
@@ -316,12 +353,13 @@ impl OwnedRange {
         // `read_seq` must still advance the resume point.
         let mut seen = 0;
         let mut last_key = None;
-        for e in self
-            .table
-            .map
-            .range::<[u8], _>((start, end))
-            .take(RANGE_BATCH)
-        {
+        let range = self.table.map.range::<[u8], _>((start, end));
+        let batch: Box<dyn Iterator<Item = _>> = if self.reverse {
+            Box::new(range.rev().take(RANGE_BATCH))
+        } else {
+            Box::new(range.take(RANGE_BATCH))
+        };
+        for e in batch {
             seen += 1;
             last_key = Some(e.key().clone());
             if let Some(entry) = visible_entry(&e, self.read_seq) {
@@ -329,6 +367,7 @@ impl OwnedRange {
             }
         }
         match last_key {
+            Some(last) if seen == RANGE_BATCH && self.reverse => self.end = Bound::Excluded(last),
             Some(last) if seen == RANGE_BATCH => self.next_start = Bound::Excluded(last),
             _ => self.exhausted = true,
         }

@@ -11,6 +11,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
 use crate::error::{Error, Result};
 use crate::filter_plan::FilterAllocation;
 use crate::fs::{FileSystem, OsFileSystem};
+use crate::prefix::PrefixExtractor;
 use crate::recovery::WalRecovery;
 
 /// Which filter each new table carries.
@@ -139,6 +140,13 @@ pub struct Options {
     /// for exactly what each mode keeps and drops). Default
     /// [`WalRecovery::TolerateCorruptTail`].
     pub wal_recovery: WalRecovery,
+    /// Adds each key's prefix to new tables' filters (whole keys stay in), so
+    /// [`Db::scan_prefix`](crate::Db::scan_prefix), and a scan whose bounds share a
+    /// prefix, skip tables holding no key with it. [`FixedPrefix::new(n)`](crate::FixedPrefix)
+    /// ships; keys shorter than the prefix go in whole only (see `prefix.rs`). Tables
+    /// record the extractor's name; one written under another is scanned without its
+    /// prefix filter. Default `None`.
+    pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -182,6 +190,7 @@ impl Default for Options {
             optimize_filters_for_hits: false,
             bloom_before_level: 0,
             wal_recovery: WalRecovery::TolerateCorruptTail,
+            prefix_extractor: None,
         }
     }
 }
@@ -224,6 +233,10 @@ impl fmt::Debug for Options {
             .field("filter_allocation", &self.filter_allocation)
             .field("optimize_filters_for_hits", &self.optimize_filters_for_hits)
             .field("bloom_before_level", &self.bloom_before_level)
+            .field(
+                "prefix_extractor",
+                &self.prefix_extractor.as_ref().map(|p| p.name().to_string()),
+            )
             .finish()
     }
 }

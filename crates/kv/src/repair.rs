@@ -52,10 +52,11 @@ use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, NUM_LEVELS};
 use crate::recovery::{self, DroppedSpan, WalRecovery};
+use crate::retain::Retain;
 use crate::sstable::check_file;
 use crate::stats::Counters;
 use crate::table_cache::TableCache;
-use crate::types::{Entry, SeqNo, ValueKind};
+use crate::types::{Entry, SeqNo};
 use crate::version::{TableHandle, Version};
 
 /// A table that failed verification and was moved out of the store.
@@ -406,9 +407,9 @@ fn write_merged(
     for t in sound {
         sources.push(Box::new(t.table.iter_from(Bound::Unbounded)));
     }
-    let mut merged = MergeIter::new(sources)
-        .filter(|e| !matches!(e, Ok(e) if e.kind == ValueKind::Delete))
-        .peekable();
+    // No snapshot can exist during a repair: the newest version of each key, and
+    // tombstones dropped (nothing older survives the rebuild for them to hide).
+    let mut merged = Retain::new(MergeIter::new(sources), Vec::new(), true).peekable();
     let mut written = Vec::new();
     while merged.peek().is_some() {
         let number = next_number.fetch_add(1, Ordering::Relaxed);

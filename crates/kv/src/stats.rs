@@ -55,6 +55,11 @@ pub struct Counters {
     pub write_stall_micros: AtomicU64,
     /// WAL bytes the last open did not replay (see `RecoveryReport`).
     pub wal_tail_bytes_dropped: AtomicU64,
+    /// Prefix-filter consultations by prefix scans (tables whose filter holds the
+    /// store's extractor's prefixes).
+    pub prefix_checks: AtomicU64,
+    /// Prefix filter said "no key with this prefix": a table skipped by a scan, unread.
+    pub prefix_negatives: AtomicU64,
 }
 
 /// Adds one to a counter.
@@ -242,6 +247,12 @@ pub struct DbStats {
     /// WAL bytes that open did not replay: torn tails, and whatever the chosen
     /// `WalRecovery` mode skipped or cut (listed in `Db::recovery_report`).
     pub wal_tail_bytes_dropped: u64,
+    /// Tables a prefix scan asked its prefix filter about (RocksDB's
+    /// `BLOOM_FILTER_PREFIX_CHECKED`).
+    pub prefix_checks: u64,
+    /// ...and that the filter ruled out, so the scan skipped them unread
+    /// (`BLOOM_FILTER_PREFIX_USEFUL`).
+    pub prefix_negatives: u64,
 }
 
 impl DbStats {
@@ -300,6 +311,8 @@ impl Counters {
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
+            prefix_checks: get(&self.prefix_checks),
+            prefix_negatives: get(&self.prefix_negatives),
         }
     }
 }

@@ -66,14 +66,20 @@ impl Version {
         }
     }
 
-    /// The newest version of `key` held by any table, tombstones included.
+    /// The newest version of `key` with a sequence number at most `read_seq` held by
+    /// any table, tombstones included (`READ_LATEST`: the newest of all, one block read
+    /// per table asked).
     ///
     /// L0 tables are consulted newest first (their ranges overlap); on deeper levels at
     /// most one table can hold the key, found by binary search on the largest keys.
+    /// Newer tables and shallower levels hold newer versions, so the first table that
+    /// has a version at or below `read_seq` has the answer; one whose versions of the
+    /// key are all newer answers `None` and the search goes on.
     pub(crate) fn get(
         &self,
         key: &[u8],
         hash: KeyHash,
+        read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
         // L0 ranges overlap, so every table may be asked. One pass finds the tables
@@ -93,14 +99,14 @@ impl Version {
             while candidates != 0 {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                if let Some(entry) = l0[i].table.probe_covered(key, hash, tally)? {
+                if let Some(entry) = l0[i].table.probe_covered_at(key, hash, read_seq, tally)? {
                     tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
             }
         } else {
             for handle in l0 {
-                if let Some(entry) = handle.table.get_tallied(key, hash, tally)? {
+                if let Some(entry) = handle.table.get_at(key, hash, read_seq, tally)? {
                     tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
@@ -111,7 +117,7 @@ impl Version {
             let i = level.partition_point(|h| h.largest() < key);
             if let Some(handle) = level.get(i) {
                 let mark = tally.mark();
-                let found = handle.table.get_tallied(key, hash, tally)?;
+                let found = handle.table.get_at(key, hash, read_seq, tally)?;
                 tally.close_level(n, mark);
                 if found.is_some() {
                     return Ok(found);

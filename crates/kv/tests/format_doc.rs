@@ -196,9 +196,9 @@ fn block_trailer_and_footer_are_laid_out_as_drawn() {
         let mut covered = contents.clone();
         covered.push(0);
         assert_eq!(trailer[1..5], crc32fast::hash(&covered).to_le_bytes());
-        // Footer: version 1 at 48, CRC of bytes 0..52 at 52, magic at 56.
+        // Footer: the format version at 48, CRC of bytes 0..52 at 52, magic at 56.
         let footer = &table[table.len() - 64..];
-        assert_eq!(footer[48..52], 1u32.to_le_bytes());
+        assert_eq!(footer[48..52], 2u32.to_le_bytes());
         assert_eq!(footer[52..56], crc32fast::hash(&footer[..52]).to_le_bytes());
         assert_eq!(
             &footer[56..64],

@@ -141,3 +141,143 @@ fn random_operations_match_a_btreemap_standard() {
 fn random_operations_match_a_btreemap_without_filter() {
     run(21, 3000, FilterKind::None);
 }
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn kv(
+    items: impl Iterator<Item = bloomkv_kv::Result<(bytes::Bytes, bytes::Bytes)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    items
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .expect("scan")
+}
+
+/// Reads through `snap` and compares with `model`, the model as the snapshot was taken:
+/// a get, a forward and a reverse scan over random bounds, and a prefix scan.
+fn check_snapshot(snap: &bloomkv_kv::Snapshot, model: &Model, rng: &mut StdRng, step: usize) {
+    let k = key(rng);
+    let got = snap.get(&k).unwrap().map(|b| b.to_vec());
+    assert_eq!(
+        got,
+        model.get(&k).cloned(),
+        "snapshot get({k:?}) at step {step}"
+    );
+    let mut a = key(rng);
+    let mut b = key(rng);
+    if a > b {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let (lo, hi) = match rng.gen_range(0..4) {
+        0 => (Bound::Included(a), Bound::Excluded(b)),
+        1 => (Bound::Excluded(a), Bound::Included(b)),
+        2 => (Bound::Unbounded, Bound::Included(b)),
+        _ => (Bound::Included(a), Bound::Unbounded),
+    };
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range::<Vec<u8>, _>((lo.clone(), hi.clone()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let range = (lo, hi);
+    assert_eq!(
+        kv(snap.scan::<Vec<u8>, _>(range.clone())),
+        want,
+        "snapshot scan at step {step}"
+    );
+    let mut back = kv(snap.scan::<Vec<u8>, _>(range).rev());
+    back.reverse();
+    assert_eq!(back, want, "snapshot reverse scan at step {step}");
+    let source = key(rng);
+    let prefix = &source[..rng.gen_range(0..6).min(source.len())];
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .filter(|(k, _)| k.starts_with(prefix))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(
+        kv(snap.scan_prefix(prefix)),
+        want,
+        "snapshot prefix scan at step {step}"
+    );
+}
+
+/// The model keeps the store as of every live snapshot; snapshots are taken at random
+/// steps and read much later, while writes, flushes and compactions (automatic ones
+/// too) go on. A reopen releases them (a snapshot keeps the store open).
+fn run_with_snapshots(seed: u64, steps: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let opts = || Options {
+        prefix_extractor: Some(std::sync::Arc::new(bloomkv_kv::FixedPrefix::new(3))),
+        ..options(FilterKind::CacheLocalBloom)
+    };
+    let mut model: Model = BTreeMap::new();
+    let mut snaps: Vec<(bloomkv_kv::Snapshot, Model)> = Vec::new();
+    let mut db = Db::open(dir.path(), opts()).unwrap();
+    let mut checks = 0;
+    for step in 0..steps {
+        match rng.gen_range(0..100) {
+            0..=39 => {
+                let (k, v) = (key(&mut rng), value(&mut rng, step));
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            40..=49 => {
+                let k = key(&mut rng);
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            50..=54 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..8) {
+                    let k = key(&mut rng);
+                    if rng.gen_bool(0.3) {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    } else {
+                        let v = value(&mut rng, step);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    }
+                }
+                db.write(batch).unwrap();
+            }
+            55..=59 if snaps.len() < 5 => snaps.push((db.snapshot(), model.clone())),
+            60..=62 if !snaps.is_empty() => {
+                let i = rng.gen_range(0..snaps.len());
+                snaps.swap_remove(i);
+            }
+            63..=84 if !snaps.is_empty() => {
+                let i = rng.gen_range(0..snaps.len());
+                let (snap, as_then) = &snaps[i];
+                check_snapshot(snap, as_then, &mut rng, step);
+                checks += 1;
+            }
+            85..=89 => {
+                let k = key(&mut rng);
+                let got = db.get(&k).unwrap().map(|b| b.to_vec());
+                assert_eq!(got, model.get(&k).cloned(), "get({k:?}) at step {step}");
+            }
+            90..=93 => check_scan(&db, &model, &mut rng),
+            94..=95 => db.flush().unwrap(),
+            96..=97 => db.compact().unwrap(),
+            98 => {
+                snaps.clear();
+                db.close().unwrap();
+                db = Db::open(dir.path(), opts()).unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert!(checks > steps / 20, "snapshots were read: {checks}");
+    for (snap, as_then) in &snaps {
+        check_snapshot(snap, as_then, &mut rng, steps);
+    }
+}
+
+#[test]
+fn random_operations_and_snapshots_match_a_model_of_every_version() {
+    for seed in [31, 32] {
+        run_with_snapshots(seed, 3000);
+    }
+}

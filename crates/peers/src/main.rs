@@ -151,6 +151,8 @@ fn run(args: &BenchArgs) -> Result<(), BenchError> {
             bits_sweep: Vec::new(),
             probe_sweep: Vec::new(),
             leveled: Vec::new(),
+            prefix_rows: Vec::new(),
+            version_times: None,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
         println!("wrote {} and {}", path.display(), svg.display());

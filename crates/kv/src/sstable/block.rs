@@ -23,6 +23,10 @@
 //!  key = previous key[..shared] ++ key delta      (shared = 0 at a restart point)
 //! ```
 //!
+//! Several versions of one key (format version 2) are neighbours, newest first: each
+//! after the first shares the whole key (`shared` = key length, no delta), so an older
+//! version costs its sequence number, kind and value plus three bytes.
+//!
 //! Decoding validates before it trusts: the restart count must fit the block, every
 //! restart offset must lie inside the entries and increase, an entry's `shared` may not
 //! exceed the previous key's length, and every length must stay inside the block.
@@ -58,6 +62,18 @@ struct RawEntry {
     kind: ValueKind,
     value: Range<usize>,
     next: usize,
+}
+
+/// Where a lookup as of a sequence number ended in a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// The newest version at or below the sequence number.
+    Found(Found),
+    /// The block holds no version of the key at or below it, and no later block can.
+    Absent,
+    /// The block ends on versions of the key that are all newer than the sequence
+    /// number: older ones may continue in the next block.
+    Continues,
 }
 
 /// What a point lookup found in a block.
@@ -223,6 +239,42 @@ impl Block {
         Ok(None)
     }
 
+    /// Finds the newest version of `target` with a sequence number at most `read_seq`
+    /// (versions are stored newest first): [`Block::get`]'s search, then a walk down
+    /// the key's versions.
+    pub fn get_at(&self, target: &[u8], read_seq: SeqNo) -> Result<Lookup, Malformed> {
+        let buf = self.entries();
+        let mut pos = self.restart(self.restart_before(target)?);
+        let (mut key_len, mut matched, mut order) = (0, 0, Ordering::Less);
+        while pos < self.entries_end {
+            let e = self.decode_entry(pos, key_len)?;
+            let delta = &buf[e.delta.clone()];
+            if e.shared <= matched {
+                let rest = &target[e.shared..];
+                matched = e.shared + common_prefix(delta, rest);
+                order = delta.cmp(rest);
+            }
+            key_len = e.shared + delta.len();
+            match order {
+                Ordering::Less => pos = e.next,
+                Ordering::Equal if e.seq > read_seq => pos = e.next,
+                Ordering::Equal => {
+                    return Ok(Lookup::Found(Found {
+                        seq: e.seq,
+                        kind: e.kind,
+                        value: e.value,
+                    }))
+                }
+                Ordering::Greater => return Ok(Lookup::Absent),
+            }
+        }
+        Ok(if order == Ordering::Equal {
+            Lookup::Continues
+        } else {
+            Lookup::Absent
+        })
+    }
+
     /// The bytes at `range` (from a [`Found`]) without copying.
     pub fn slice(&self, range: Range<usize>) -> Bytes {
         self.data.slice(range)
@@ -244,6 +296,7 @@ impl IntoIterator for Block {
             block: self,
             pos: 0,
             key: Vec::new(),
+            seq: 0,
             has_key: false,
             pending: None,
             failed: false,
@@ -251,13 +304,16 @@ impl IntoIterator for Block {
     }
 }
 
-/// Yields a block's entries in key order, checking that keys strictly increase. Values
+/// Yields a block's entries in key order, checking the order: keys increase, and the
+/// versions of one key come newest first (strictly decreasing sequence numbers). Values
 /// share the block's buffer; keys are copied (they are rebuilt from prefixes).
 #[derive(Debug)]
 pub struct BlockIter {
     block: Block,
     pos: usize,
     key: Vec<u8>,
+    /// The previously decoded entry's sequence number (for the order check).
+    seq: SeqNo,
     /// Whether `key` holds the previously decoded key (for the order check).
     has_key: bool,
     /// An entry decoded by `seek` and not yet returned.
@@ -300,13 +356,19 @@ impl BlockIter {
     fn decode_at_pos(&mut self) -> Result<Entry, Malformed> {
         let e = self.block.decode_entry(self.pos, self.key.len())?;
         let delta = &self.block.entries()[e.delta.clone()];
-        // New key = key[..shared] ++ delta, so it is greater iff delta > key[shared..].
-        if self.has_key && delta <= &self.key[e.shared..] {
-            return Err(Malformed(format!(
-                "entry at offset {}: key is not greater than the previous key",
-                self.pos
-            )));
+        // New key = key[..shared] ++ delta, so it is greater iff delta > key[shared..],
+        // and the same key (an older version, which must have a lower seq) iff equal.
+        if self.has_key {
+            let order = delta.cmp(&self.key[e.shared..]);
+            if order.is_lt() || (order.is_eq() && e.seq >= self.seq) {
+                return Err(Malformed(format!(
+                    "entry at offset {}: out of order (key not above the previous one, \
+                     or not an older version of it)",
+                    self.pos
+                )));
+            }
         }
+        self.seq = e.seq;
         self.key.truncate(e.shared);
         self.key.extend_from_slice(delta);
         self.has_key = true;

@@ -1,7 +1,9 @@
 //! Writes a table file: entries in, blocks, index, filter, properties and footer out.
 //!
-//! Entries arrive in strictly increasing key order (a flush walks a memtable, a
-//! compaction a merge). They fill a data block until it reaches `block_size`; the block
+//! Entries arrive ordered by key ascending and, for several versions of one key, by
+//! sequence number descending (a flush walks a memtable's versions, a compaction a
+//! merge). A key's versions may continue into the next data block; that block's index
+//! separator then equals the key (format version 2). They fill a data block until it reaches `block_size`; the block
 //! is then sealed with its trailer and appended in one write. Its index entry waits for
 //! the next key, so the separator can be shortened to fall between the two blocks.
 //! `finish` writes the metadata blocks and the footer and syncs the file:
@@ -17,7 +19,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv_filter::{FilterBuilder, FilterPolicy};
+use bloomkv_filter::{FilterBuilder, FilterPolicy, KeyHash};
 use bytes::Bytes;
 
 use super::block_builder::BlockBuilder;
@@ -28,6 +30,7 @@ use super::show_key;
 use super::trailer;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
+use crate::prefix::PrefixExtractor;
 use crate::types::{SeqNo, ValueKind};
 
 /// The largest key plus value one entry may hold. Keeps every block, and so every
@@ -48,6 +51,9 @@ pub struct TableOptions {
     pub restart_interval: usize,
     /// Builds the table's filter block; `None` writes a table without one.
     pub filter_policy: Option<Arc<dyn FilterPolicy>>,
+    /// Adds each distinct prefix of the keys to the filter too (whole keys stay in),
+    /// and records the extractor's name in the properties. Ignored without a filter.
+    pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
 }
 
 impl Default for TableOptions {
@@ -56,6 +62,7 @@ impl Default for TableOptions {
             block_size: 4096,
             restart_interval: 16,
             filter_policy: None,
+            prefix_extractor: None,
         }
     }
 }
@@ -89,8 +96,13 @@ pub struct TableBuilder {
     /// The last written data block, waiting for the next key to get its separator.
     pending: Option<BlockHandle>,
     filter: Option<(Arc<dyn FilterPolicy>, Box<dyn FilterBuilder>)>,
+    /// Adds key prefixes to the filter too (only with a filter).
+    prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
+    /// The last prefix added to the filter.
+    last_prefix: Option<Vec<u8>>,
     smallest: Vec<u8>,
     last_key: Vec<u8>,
+    last_seq: SeqNo,
     entries: u64,
     deletions: u64,
     max_seq: SeqNo,
@@ -120,12 +132,17 @@ impl TableBuilder {
             block: BlockBuilder::new(options.restart_interval),
             index: IndexBuilder::default(),
             pending: None,
+            prefix_extractor: options
+                .prefix_extractor
+                .filter(|_| options.filter_policy.is_some()),
+            last_prefix: None,
             filter: options.filter_policy.map(|p| {
                 let builder = p.new_builder();
                 (p, builder)
             }),
             smallest: Vec::new(),
             last_key: Vec::new(),
+            last_seq: 0,
             entries: 0,
             deletions: 0,
             max_seq: 0,
@@ -139,16 +156,19 @@ impl TableBuilder {
         &self.path
     }
 
-    /// Adds an entry. Keys must strictly increase: a key equal to or below the previous
-    /// one is `InvalidArgument` (and changes nothing), as is an entry larger than
-    /// [`MAX_ENTRY_BYTES`].
+    /// Adds an entry. Entries must be ordered by key ascending and, for one key, by
+    /// sequence number strictly descending: anything else is `InvalidArgument` (and
+    /// changes nothing), as is an entry larger than [`MAX_ENTRY_BYTES`].
     pub fn add(&mut self, key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> Result<()> {
         self.check_usable()?;
-        if self.entries > 0 && key <= &self.last_key[..] {
+        let same_key = self.entries > 0 && key == &self.last_key[..];
+        if self.entries > 0 && (key < &self.last_key[..] || (same_key && seq >= self.last_seq)) {
             return Err(Error::InvalidArgument(format!(
-                "table keys must strictly increase: {} after {}",
+                "table entries must be ordered by key, then newest first: {} seq {seq} \
+                 after {} seq {}",
                 show_key(key),
-                show_key(&self.last_key)
+                show_key(&self.last_key),
+                self.last_seq
             )));
         }
         if key.len().saturating_add(value.len()) > MAX_ENTRY_BYTES {
@@ -162,8 +182,20 @@ impl TableBuilder {
             self.index
                 .add(&shortest_separator(&self.last_key, key), handle);
         }
-        if let Some((_, filter)) = &mut self.filter {
+        if let (Some((_, filter)), false) = (&mut self.filter, same_key) {
+            // One filter entry per distinct key, however many versions it has.
             filter.add_key(key);
+            // Keys arrive sorted, so equal prefixes are neighbours: each is added once.
+            let prefix = self
+                .prefix_extractor
+                .as_ref()
+                .and_then(|x| x.prefix_of(key));
+            if let Some(prefix) = prefix {
+                if self.last_prefix.as_deref() != Some(prefix) {
+                    filter.add_hash(KeyHash::of(prefix));
+                    self.last_prefix = Some(prefix.to_vec());
+                }
+            }
         }
         self.block.add(key, seq, kind, value);
         if self.entries == 0 {
@@ -171,6 +203,7 @@ impl TableBuilder {
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
+        self.last_seq = seq;
         self.entries += 1;
         self.deletions += u64::from(kind == ValueKind::Delete);
         self.max_seq = self.max_seq.max(seq);
@@ -230,6 +263,10 @@ impl TableBuilder {
             }
             None => (None, String::new(), 0.0),
         };
+        let prefix_extractor = self
+            .prefix_extractor
+            .as_ref()
+            .map_or_else(String::new, |e| e.name().to_owned());
         let index = std::mem::take(&mut self.index).finish();
         let index_handle = self.write_block(index)?;
         let properties = TableProperties {
@@ -243,6 +280,7 @@ impl TableBuilder {
             data_size,
             filter_policy,
             bits_per_key,
+            prefix_extractor,
         };
         let properties_handle = self.write_block(properties.encode())?;
         let footer = Footer {

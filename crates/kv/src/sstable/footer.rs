@@ -2,7 +2,8 @@
 //!
 //! A reader knows nothing about a table but its length, so the last 64 bytes say where
 //! everything else is. The magic number identifies the file type, the version selects
-//! the decoder, and a CRC guards the handles.
+//! the decoder (see [`FORMAT_VERSION`] for what each version means), and a CRC guards
+//! the handles.
 //!
 //! ```text
 //!  byte  0        8        16       24       32       40       48     52     56         64
@@ -28,8 +29,18 @@ pub(crate) const FOOTER_SIZE: usize = 64;
 /// The last 8 bytes of every table file.
 pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 
-/// The table format this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The table format this code writes.
+///
+/// * 1: each user key at most once, keys strictly increasing; separators strictly
+///   increasing.
+/// * 2: several versions of one user key, ordered by key ascending and sequence number
+///   descending; a key's versions may continue into the next data block, so two
+///   neighbouring index separators may be equal. The properties block ends with the
+///   name of the prefix extractor whose prefixes the filter holds.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest table format this code still reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 
 /// Where a block lies in a table file: its offset and its size without the trailer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,9 +126,10 @@ impl Footer {
             )));
         }
         let version = u32_at(buf, 48).unwrap_or(0);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Malformed(format!(
-                "unknown table format version {version} (this build reads {FORMAT_VERSION})"
+                "unknown table format version {version} (this build reads \
+                 {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
             )));
         }
         let handle = |i: usize| BlockHandle {

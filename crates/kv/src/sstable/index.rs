@@ -19,8 +19,14 @@
 //!  +---------------+-----------+--------------+------------+
 //! ```
 //!
-//! Decoding checks that the entries fill the block exactly, that separators strictly
-//! increase, and that block handles increase without overlapping and end before the
+//! In format version 2 a key's versions may continue into the next block; the block's
+//! separator is then that key itself, and the next block's separator may equal it. So
+//! separators strictly increase in version 1 tables and never decrease in version 2
+//! ones; either way the first block whose separator is `>= key` is where `key`'s
+//! newest version is, and its older versions follow in the next blocks.
+//!
+//! Decoding checks that the entries fill the block exactly, that separators increase
+//! (strictly, in version 1), and that block handles increase without overlapping and end before the
 //! metadata blocks.
 
 use std::ops::Range;
@@ -101,8 +107,13 @@ pub(crate) struct IndexBlock {
 }
 
 impl IndexBlock {
-    /// Decodes and validates an index whose data blocks must end by `data_end`.
-    pub(crate) fn decode(data: Vec<u8>, data_end: u64) -> Result<IndexBlock, Malformed> {
+    /// Decodes and validates an index whose data blocks must end by `data_end`;
+    /// `equal_separators` allows neighbouring separators to be equal (format version 2).
+    pub(crate) fn decode(
+        data: Vec<u8>,
+        data_end: u64,
+        equal_separators: bool,
+    ) -> Result<IndexBlock, Malformed> {
         let body_len = data
             .len()
             .checked_sub(4)
@@ -137,7 +148,8 @@ impl IndexBlock {
                 ))
             })?;
             if let Some((prev_sep, prev_end)) = &prev {
-                if body[separator.clone()] <= body[prev_sep.clone()] {
+                let order = body[separator.clone()].cmp(&body[prev_sep.clone()]);
+                if order.is_lt() || (order.is_eq() && !equal_separators) {
                     return Err(bad("separator does not increase"));
                 }
                 if handle.offset < *prev_end {
@@ -166,6 +178,14 @@ impl IndexBlock {
     pub(crate) fn find(&self, key: &[u8]) -> usize {
         self.entries
             .partition_point(|e| &self.data[e.separator.clone()] < key)
+    }
+
+    /// The position of the first block whose separator is `> key` (== `len()` if none):
+    /// every block after it holds only keys above `key`.
+    #[inline]
+    pub(crate) fn upper(&self, key: &[u8]) -> usize {
+        self.entries
+            .partition_point(|e| &self.data[e.separator.clone()] <= key)
     }
 
     /// The handle of block `i`.
@@ -242,7 +262,7 @@ mod tests {
         b.add(b"c", handle(0, 10));
         b.add(b"f", handle(15, 10));
         b.add(b"k", handle(30, 10));
-        let index = IndexBlock::decode(b.finish(), 45).unwrap();
+        let index = IndexBlock::decode(b.finish(), 45, false).unwrap();
         assert_eq!(index.len(), 3);
         assert_eq!(index.find(b"a"), 0);
         assert_eq!(index.find(b"c"), 0);
@@ -258,14 +278,14 @@ mod tests {
         let mut b = IndexBuilder::default();
         b.add(b"c", handle(0, 10));
         let bytes = b.finish();
-        assert!(IndexBlock::decode(bytes.clone(), 14).is_err()); // block past data end
+        assert!(IndexBlock::decode(bytes.clone(), 14, false).is_err()); // block past data end
         for len in 0..bytes.len() {
-            assert!(IndexBlock::decode(bytes[..len].to_vec(), 100).is_err());
+            assert!(IndexBlock::decode(bytes[..len].to_vec(), 100, true).is_err());
         }
         let mut hostile = bytes.clone();
         let n = hostile.len();
         hostile[n - 4..].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(IndexBlock::decode(hostile, 100)
+        assert!(IndexBlock::decode(hostile, 100, true)
             .unwrap_err()
             .0
             .contains("count"));
@@ -273,10 +293,17 @@ mod tests {
         let mut b = IndexBuilder::default();
         b.add(b"c", handle(0, 10));
         b.add(b"c", handle(15, 10));
-        assert!(IndexBlock::decode(b.finish(), 100).is_err()); // separator repeats
+        let repeated = b.finish();
+        assert!(IndexBlock::decode(repeated.clone(), 100, false).is_err()); // repeats in v1
+        let v2 = IndexBlock::decode(repeated, 100, true).unwrap(); // a key spanning blocks
+        assert_eq!((v2.find(b"c"), v2.upper(b"c"), v2.upper(b"b")), (0, 2, 0));
+        let mut b = IndexBuilder::default();
+        b.add(b"d", handle(0, 10));
+        b.add(b"c", handle(15, 10));
+        assert!(IndexBlock::decode(b.finish(), 100, true).is_err()); // decreases
         let mut b = IndexBuilder::default();
         b.add(b"c", handle(0, 10));
         b.add(b"d", handle(12, 10));
-        assert!(IndexBlock::decode(b.finish(), 100).is_err()); // overlap
+        assert!(IndexBlock::decode(b.finish(), 100, true).is_err()); // overlap
     }
 }

@@ -1,9 +1,16 @@
-//! Walks a table's entries in key order, for scans and compaction.
+//! Walks a table's entries in key order, forward for scans and compaction, backward for
+//! reverse scans.
 //!
-//! The iterator reads each data block once (one counted read), when it first needs it,
+//! [`TableIter`] reads each data block once (one counted read), when it first needs it,
 //! and yields the block's entries; values share the block's buffer. It may start at a
 //! key: the index picks the first block that can hold it and the block's restart points
-//! the place inside it. After an error it yields that error and then ends.
+//! the place inside it. Every version of each key is yielded, newest first.
+//!
+//! [`TableRevIter`] starts at the last block that can hold a key within its end bound
+//! and walks blocks towards the first; a block is decoded whole (its entries can only
+//! be decoded forwards, prefix by prefix) and handed out from its end, so each key's
+//! versions come oldest first. Both read each block once and, after an error, yield
+//! that error and then end.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,6 +30,8 @@ pub struct TableIter {
     block: Option<(BlockIter, u64)>,
     /// Where the first block's walk starts: (key, inclusive).
     start: Option<(Vec<u8>, bool)>,
+    /// An excluded start key whose versions may continue past the first block.
+    skip: Option<Vec<u8>>,
     done: bool,
 }
 
@@ -45,11 +54,16 @@ impl TableIter {
             Bound::Included(k) => (table.index.find(k), Some((k.to_vec(), true))),
             Bound::Excluded(k) => (table.index.find(k), Some((k.to_vec(), false))),
         };
+        let skip = match &start {
+            Some((k, false)) => Some(k.clone()),
+            _ => None,
+        };
         TableIter {
             table,
             next_block,
             block: None,
             start,
+            skip,
             done: false,
         }
     }
@@ -79,7 +93,16 @@ impl Iterator for TableIter {
         while !self.done {
             if let Some((block, offset)) = &mut self.block {
                 match block.next() {
-                    Some(Ok(entry)) => return Some(Ok(entry)),
+                    Some(Ok(entry)) => {
+                        if let Some(skip) = &self.skip {
+                            // Older versions of an excluded start key in later blocks.
+                            if entry.key[..] == skip[..] {
+                                continue;
+                            }
+                            self.skip = None;
+                        }
+                        return Some(Ok(entry));
+                    }
                     Some(Err(m)) => {
                         self.done = true;
                         let offset = *offset;
@@ -89,6 +112,110 @@ impl Iterator for TableIter {
                 }
             }
             match self.open_next_block() {
+                None => self.done = true,
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// An iterator over a table's entries in descending key order, within bounds.
+pub struct TableRevIter {
+    table: Arc<TableInner>,
+    /// The next block to read, counting down; `None` once block 0 is read.
+    next_block: Option<usize>,
+    /// The block being handed out, last entry at the end, with its offset.
+    entries: Vec<Entry>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for TableRevIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableRevIter")
+            .field("path", &self.table.file.path())
+            .field("next_block", &self.next_block)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TableRevIter {
+    pub(crate) fn new(table: Arc<TableInner>, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Self {
+        let blocks = table.index.len();
+        // Blocks after the first one whose separator is above the end key hold only
+        // keys above it; an excluded end needs no block after the first one reaching it.
+        let last = match end {
+            Bound::Unbounded => blocks,
+            Bound::Included(k) => table.index.upper(k).saturating_add(1),
+            Bound::Excluded(k) => table.index.find(k).saturating_add(1),
+        }
+        .min(blocks);
+        TableRevIter {
+            table,
+            next_block: last.checked_sub(1),
+            entries: Vec::new(),
+            start: start.map(<[u8]>::to_vec),
+            end: end.map(<[u8]>::to_vec),
+            done: false,
+        }
+    }
+
+    fn below_end(&self, key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Included(e) => key <= &e[..],
+            Bound::Excluded(e) => key < &e[..],
+            Bound::Unbounded => true,
+        }
+    }
+
+    fn above_start(&self, key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Included(s) => key >= &s[..],
+            Bound::Excluded(s) => key > &s[..],
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// Reads and decodes the next block down; `None` when there is none.
+    fn open_previous_block(&mut self) -> Option<Result<()>> {
+        let i = self.next_block?;
+        self.next_block = i.checked_sub(1);
+        let handle = self.table.index.handle(i)?;
+        let file = &self.table.file;
+        let result = file.read_data_block(handle).and_then(|block| {
+            self.entries = block
+                .into_iter()
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|m| file.corruption(BlockKind::Data, handle.offset, m))?;
+            Ok(())
+        });
+        Some(result)
+    }
+}
+
+impl Iterator for TableRevIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        while !self.done {
+            if let Some(entry) = self.entries.pop() {
+                if !self.below_end(&entry.key) {
+                    continue;
+                }
+                if !self.above_start(&entry.key) {
+                    self.done = true;
+                    return None;
+                }
+                return Some(Ok(entry));
+            }
+            match self.open_previous_block() {
                 None => self.done = true,
                 Some(Ok(())) => {}
                 Some(Err(e)) => {

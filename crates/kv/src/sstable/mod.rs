@@ -89,8 +89,8 @@ use std::fmt;
 
 pub use builder::{TableBuilder, TableOptions, TableSummary};
 pub use file::TableFile;
-pub use footer::{BlockHandle, FORMAT_VERSION};
-pub use iter::TableIter;
+pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
 pub use reader::{FilterState, Table};
 pub use verify::{check_file, BlockProblem};

@@ -16,10 +16,20 @@
 //!  | policy_name_len | policy_name (UTF-8)     | bits_per_key |
 //!  | varint          | empty when no filter    | f64 LE       |
 //!  +-----------------+-------------------------+--------------+
+//!  +--------------------+---------------------------------+
+//!  | extractor_name_len | extractor_name (UTF-8)          |   format version 2 on;
+//!  | varint             | empty: no prefixes in the filter|   absent in version 1
+//!  +--------------------+---------------------------------+
 //! ```
 //!
-//! `format_version` must be one this build reads (1 ..= the footer's
-//! [`FORMAT_VERSION`]). `data_size` counts the data blocks' bytes including their trailers. The block must
+//! The extractor's name says which prefixes the filter also answers for: a reader
+//! configured with another extractor (or none) must not ask the filter about its
+//! prefixes, and scans the table without that shortcut.
+//!
+//! `format_version` must be one this build reads
+//! (`OLDEST_FORMAT_VERSION ..= FORMAT_VERSION` of the footer).
+//!
+//! `data_size` counts the data blocks' bytes including their trailers. The block must
 //! be consumed exactly; trailing bytes are corruption. The counts must fit the bytes:
 //! a data block costs at least [`MIN_DATA_BLOCK_LEN`] bytes and an entry at least
 //! [`MIN_ENTRY_LEN`], so a table cannot claim more of either than `data_size` holds
@@ -27,7 +37,7 @@
 
 use bytes::Bytes;
 
-use super::footer::FORMAT_VERSION;
+use super::footer::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
@@ -63,6 +73,9 @@ pub struct TableProperties {
     pub filter_policy: String,
     /// Bits per key of that policy (0 without one).
     pub bits_per_key: f64,
+    /// The name of the prefix extractor whose prefixes were added to the filter; empty
+    /// when the filter holds whole keys only (always empty in version 1 tables).
+    pub prefix_extractor: String,
 }
 
 impl TableProperties {
@@ -86,6 +99,10 @@ impl TableProperties {
         put_varint(&mut out, self.filter_policy.len() as u64);
         out.extend_from_slice(self.filter_policy.as_bytes());
         out.extend_from_slice(&self.bits_per_key.to_le_bytes());
+        if self.format_version >= 2 {
+            put_varint(&mut out, self.prefix_extractor.len() as u64);
+            out.extend_from_slice(self.prefix_extractor.as_bytes());
+        }
         out
     }
 
@@ -117,17 +134,14 @@ impl TableProperties {
             *n = get_varint(buf, &mut pos).ok_or_else(|| Malformed(format!("bad {name}")))?;
         }
         let [entries, deletions, max_seq, data_blocks, data_size] = numbers;
-        let len = get_varint_usize(buf, &mut pos).ok_or("bad filter policy name length")?;
-        let name = pos
-            .checked_add(len)
-            .and_then(|end| buf.get(pos..end))
-            .ok_or("filter policy name runs past the end of the block")?;
-        pos += len;
-        let filter_policy = std::str::from_utf8(name)
-            .map_err(|_| Malformed::from("filter policy name is not UTF-8"))?
-            .to_owned();
+        let filter_policy = name_field(buf, &mut pos, "filter policy name")?;
         let bits_per_key = f64::from_bits(u64_at(buf, pos).ok_or("missing bits_per_key")?);
         pos += 8;
+        let prefix_extractor = if format_version >= 2 {
+            name_field(buf, &mut pos, "prefix extractor name")?
+        } else {
+            String::new()
+        };
         if pos != buf.len() {
             return Err(Malformed(format!(
                 "{} unexpected bytes after the properties",
@@ -145,14 +159,15 @@ impl TableProperties {
             data_size,
             filter_policy,
             bits_per_key,
+            prefix_extractor,
         };
         props.validate()?;
         Ok(props)
     }
 
     fn validate(&self) -> Result<(), Malformed> {
-        let problem = if self.format_version == 0 || self.format_version > FORMAT_VERSION {
-            "unknown format_version (newer than this build reads, or 0)"
+        let problem = if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&self.format_version) {
+            "unknown table format version"
         } else if self.smallest > self.largest {
             "smallest key is greater than largest key"
         } else if self.entries == 0 || self.data_blocks == 0 {
@@ -174,6 +189,19 @@ impl TableProperties {
     }
 }
 
+/// A varint length and that many bytes of UTF-8 at `*pos`.
+fn name_field(buf: &[u8], pos: &mut usize, what: &str) -> Result<String, Malformed> {
+    let len = get_varint_usize(buf, pos).ok_or_else(|| Malformed(format!("bad {what} length")))?;
+    let name = pos
+        .checked_add(len)
+        .and_then(|end| buf.get(*pos..end))
+        .ok_or_else(|| Malformed(format!("{what} runs past the end of the block")))?;
+    *pos += len;
+    std::str::from_utf8(name)
+        .map(str::to_owned)
+        .map_err(|_| Malformed(format!("{what} is not UTF-8")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,7 +218,27 @@ mod tests {
             data_size: 123_456,
             filter_policy: "bloomkv.test".into(),
             bits_per_key: 10.0,
+            prefix_extractor: String::new(),
         }
+    }
+
+    #[test]
+    fn version_2_records_the_prefix_extractor_and_version_1_has_none() {
+        let v2 = TableProperties {
+            format_version: 2,
+            prefix_extractor: "bloomkv.FixedPrefix.4".into(),
+            ..sample()
+        };
+        assert_eq!(TableProperties::decode(&v2.encode()), Ok(v2.clone()));
+        // A version 1 block ends at bits_per_key; the same bytes with the version
+        // raised to 2 lack the extractor field and are refused.
+        let v1 = sample().encode();
+        let mut as_v2 = v1.clone();
+        as_v2[..4].copy_from_slice(&2u32.to_le_bytes());
+        assert!(TableProperties::decode(&as_v2).is_err());
+        let mut as_v3 = v2.encode();
+        as_v3[..4].copy_from_slice(&3u32.to_le_bytes());
+        assert!(TableProperties::decode(&as_v3).is_err());
     }
 
     #[test]

@@ -25,18 +25,20 @@ use std::sync::Arc;
 use bloomkv_filter::{FilterInfo, FilterPolicy, FilterReader, KeyHash};
 use bytes::Bytes;
 
+use super::block::Lookup;
 use super::file::TableFile;
 use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
 use super::index::IndexBlock;
-use super::iter::TableIter;
+use super::iter::{TableIter, TableRevIter};
 use super::properties::TableProperties;
 use super::trailer;
 use super::verify::{self, BlockProblem};
 use super::{BlockKind, Malformed};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
+use crate::memtable::READ_LATEST;
 use crate::stats::{self, Counters, ReadTally};
-use crate::types::Entry;
+use crate::types::{Entry, SeqNo};
 
 /// Whether a table's lookups consult a filter, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,8 +122,22 @@ impl Table {
         let props_handle = footer.properties;
         let properties = TableProperties::decode(block(props_handle, BlockKind::Properties)?)
             .map_err(|m| file.corruption(BlockKind::Properties, props_handle.offset, m))?;
-        let index = IndexBlock::decode(block(footer.index, BlockKind::Index)?.to_vec(), meta_start)
-            .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
+        let index = IndexBlock::decode(
+            block(footer.index, BlockKind::Index)?.to_vec(),
+            meta_start,
+            footer.version >= 2,
+        )
+        .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
+        if properties.format_version != footer.version {
+            return Err(file.corruption(
+                BlockKind::Properties,
+                props_handle.offset,
+                Malformed(format!(
+                    "format version {} disagrees with the footer's {}",
+                    properties.format_version, footer.version
+                )),
+            ));
+        }
         if properties.data_size != meta_start {
             return Err(file.corruption(
                 BlockKind::Properties,
@@ -244,10 +260,41 @@ impl Table {
 
     /// [`get_tallied`](Self::get_tallied) for a key the caller has already found within
     /// the table's range (`covers(key)`): the filter, then at most one data-block read.
+    /// The table's newest version of the key is returned.
+    #[inline]
     pub fn probe_covered(
         &self,
         key: &[u8],
         hash: KeyHash,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Entry>> {
+        self.probe_covered_at(key, hash, READ_LATEST, tally)
+    }
+
+    /// The table's newest version of `key` with a sequence number at most `read_seq`
+    /// (a snapshot's read), tombstones included; `None` if the table holds none.
+    pub fn get_at(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Entry>> {
+        if !self.covers(key) {
+            return Ok(None);
+        }
+        self.probe_covered_at(key, hash, read_seq, tally)
+    }
+
+    /// The read path for one table as of `read_seq`. At [`READ_LATEST`] (no snapshot:
+    /// the newest version is the answer) it is one data-block read; an older
+    /// `read_seq` walks down the key's versions, into the next blocks while they
+    /// continue there.
+    pub fn probe_covered_at(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
         let t = &*self.inner;
@@ -264,13 +311,31 @@ impl Table {
                 true
             }
         };
-        let Some(handle) = t.index.handle(t.index.find(key)) else {
+        let mut i = t.index.find(key);
+        let Some(handle) = t.index.handle(i) else {
             return Ok(None); // unreachable for a key <= largest: the last separator is largest
         };
-        let block = t.file.read_data_block(handle)?;
-        let found = block
-            .get(key)
-            .map_err(|m| t.file.corruption(BlockKind::Data, handle.offset, m))?;
+        let mut block = t.file.read_data_block(handle)?;
+        let corrupt = |offset: u64| move |m| t.file.corruption(BlockKind::Data, offset, m);
+        let found = if read_seq == READ_LATEST {
+            block.get(key).map_err(corrupt(handle.offset))?
+        } else {
+            let mut offset = handle.offset;
+            loop {
+                match block.get_at(key, read_seq).map_err(corrupt(offset))? {
+                    Lookup::Found(found) => break Some(found),
+                    Lookup::Absent => break None,
+                    Lookup::Continues => {
+                        i += 1;
+                        let Some(next) = t.index.handle(i) else {
+                            break None;
+                        };
+                        offset = next.offset;
+                        block = t.file.read_data_block(next)?;
+                    }
+                }
+            }
+        };
         let Some(found) = found else {
             return Ok(None);
         };
@@ -291,9 +356,35 @@ impl Table {
         self.iter_from(Bound::Unbounded)
     }
 
-    /// Entries from `start` on, in key order.
+    /// Entries from `start` on, in key order (every version of each key, newest first).
     pub fn iter_from(&self, start: Bound<&[u8]>) -> TableIter {
         TableIter::new(self.inner.clone(), start)
+    }
+
+    /// Entries within `start..end`, in descending key order (each key's versions
+    /// oldest first): the backward half of a double-ended scan.
+    pub fn iter_rev(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> TableRevIter {
+        TableRevIter::new(self.inner.clone(), start, end)
+    }
+
+    /// Whether the filter may hold a key with the prefix whose hash is `hash`, as
+    /// written by the extractor named `extractor`. `true` (read the table) when the
+    /// table has no filter, or its filter holds another extractor's prefixes or none.
+    pub fn may_contain_prefix(&self, extractor: &str, hash: KeyHash) -> bool {
+        let t = &*self.inner;
+        let Some(filter) = &t.filter else {
+            return true;
+        };
+        if t.properties.prefix_extractor != extractor {
+            return true; // this filter never saw these prefixes
+        }
+        let counters = t.file.counters();
+        stats::bump(&counters.prefix_checks);
+        if !filter.may_contain_hash(hash) {
+            stats::bump(&counters.prefix_negatives); // the table is skipped, unread
+            return false;
+        }
+        true
     }
 
     /// Re-reads every block of the file and reports each one that fails its checksum or

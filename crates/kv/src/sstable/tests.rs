@@ -12,7 +12,7 @@ use rand::{Rng, SeedableRng};
 use super::test_util::*;
 use super::*;
 use crate::error::Error;
-use crate::stats::Counters;
+use crate::stats::{Counters, ReadTally};
 use crate::types::ValueKind;
 
 fn get(table: &Table, key: &[u8]) -> crate::Result<Option<crate::Entry>> {
@@ -95,6 +95,7 @@ fn random_tables_round_trip() {
             } else {
                 None
             },
+            prefix_extractor: None,
         };
         let (data, summary) = build(&entries, options);
         assert_eq!(summary.file_size, data.len() as u64);
@@ -585,4 +586,145 @@ fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
     );
     assert!(table.iter().next().unwrap().is_err());
     assert_eq!(table.verify().len(), 1);
+}
+
+/// Keys with several versions each (newest first), tombstones among them, random seqs.
+fn versioned_entries(rng: &mut StdRng, keys: u32) -> Vec<TestEntry> {
+    let mut out = Vec::new();
+    for i in 0..keys {
+        let n = rng.gen_range(1..=8);
+        let mut seqs: Vec<u64> = (0..n).map(|_| rng.gen_range(1..1000)).collect();
+        seqs.sort_unstable_by(|a, b| b.cmp(a));
+        seqs.dedup();
+        for seq in seqs {
+            let kind = if rng.gen_bool(0.25) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Put
+            };
+            let value = match kind {
+                ValueKind::Put => format!("v{i}@{seq}").into_bytes(),
+                ValueKind::Delete => Vec::new(),
+            };
+            out.push((format!("key{i:03}").into_bytes(), seq, kind, value));
+        }
+    }
+    out
+}
+
+#[test]
+fn versions_of_one_key_span_blocks_and_each_read_sequence_finds_its_own() {
+    let mut rng = StdRng::seed_from_u64(17);
+    for block_size in [1, 48, 200, 4096] {
+        let entries = versioned_entries(&mut rng, 40);
+        let (data, summary) = build(&entries, exact_options(block_size));
+        assert_eq!(summary.entries, entries.len() as u64);
+        let (table, counters, file) = open(data);
+        let table = table.unwrap();
+        assert_eq!(table.properties().format_version, FORMAT_VERSION);
+        assert!(table.verify().is_empty(), "{:?}", table.verify());
+        // Every version, in order, forwards; and backwards reversed.
+        let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
+        assert_eq!(all.len(), entries.len());
+        for (got, want) in all.iter().zip(&entries) {
+            assert_entry(got, want);
+        }
+        let mut back: Vec<crate::Entry> = table
+            .iter_rev(Bound::Unbounded, Bound::Unbounded)
+            .collect::<crate::Result<_>>()
+            .unwrap();
+        back.reverse();
+        assert_eq!(back, all);
+        for i in 0..40u32 {
+            let key = format!("key{i:03}").into_bytes();
+            let versions: Vec<&TestEntry> = entries.iter().filter(|e| e.0 == key).collect();
+            // Without a snapshot the newest version, at one data-block read.
+            let before = file.reads.load(Ordering::Relaxed);
+            assert_entry(&get(&table, &key).unwrap().unwrap(), versions[0]);
+            assert_eq!(file.reads.load(Ordering::Relaxed) - before, 1);
+            // As of every sequence number around every version.
+            for probe in versions.iter().flat_map(|v| [v.1, v.1 - 1, v.1 + 1]) {
+                let want = versions.iter().find(|v| v.1 <= probe);
+                let mut tally = ReadTally::default();
+                let got = table
+                    .get_at(&key, KeyHash::of(&key), probe, &mut tally)
+                    .unwrap();
+                match (got, want) {
+                    (Some(g), Some(w)) => assert_entry(&g, w),
+                    (None, None) => {}
+                    (g, w) => panic!("{key:?} at {probe}: got {g:?}, want {w:?}"),
+                }
+            }
+            // An excluded start skips every version of the key, in every block.
+            let after: Option<crate::Entry> = table
+                .iter_from(Bound::Excluded(&key))
+                .next()
+                .transpose()
+                .unwrap();
+            let want_next = entries.iter().find(|e| e.0 > key);
+            match (after, want_next) {
+                (Some(g), Some(w)) => assert_entry(&g, w),
+                (None, None) => {}
+                (g, w) => panic!("after {key:?}: got {g:?}, want {w:?}"),
+            }
+            // A reverse walk below an excluded end starts at the previous key.
+            let below = table
+                .iter_rev(Bound::Unbounded, Bound::Excluded(&key))
+                .next()
+                .transpose()
+                .unwrap();
+            let want_below = entries.iter().rev().find(|e| e.0 < key);
+            assert_eq!(
+                below.map(|e| (e.key.to_vec(), e.seq)),
+                want_below.map(|w| (w.0.clone(), w.1))
+            );
+        }
+        drop(counters);
+    }
+}
+
+#[test]
+fn entries_out_of_version_order_are_refused() {
+    let file = MemWritable::default();
+    let mut b = TableBuilder::new(Box::new(file), path(), TableOptions::default());
+    b.add(b"k", 5, ValueKind::Put, b"new").unwrap();
+    b.add(b"k", 3, ValueKind::Put, b"old").unwrap();
+    for (key, seq) in [(&b"k"[..], 3), (b"k", 4), (b"j", 1)] {
+        let err = b.add(key, seq, ValueKind::Put, b"").unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+    b.add(b"l", 9, ValueKind::Put, b"").unwrap();
+    assert_eq!(b.num_entries(), 3);
+}
+
+#[test]
+fn a_version_1_table_is_still_read() {
+    // Written by the version 1 builder (one version per key, strictly increasing
+    // separators, no extractor field in the properties).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store_v1");
+    let data = std::fs::read(dir.join("000005.sst")).unwrap();
+    let (table, _, _) = open(data);
+    let table = table.unwrap();
+    assert_eq!(table.properties().format_version, 1);
+    assert_eq!(table.properties().prefix_extractor, "");
+    assert!(table.verify().is_empty());
+    let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
+    assert_eq!(all.len(), 120); // 100 overwrites, 40 deletes, 20 keys had both
+    assert!(all.windows(2).all(|w| w[0].key < w[1].key));
+    let e = get(&table, b"k002").unwrap().unwrap();
+    assert_eq!((e.kind, &e.value[..]), (ValueKind::Put, &b"new-2"[..]));
+    assert_eq!(
+        get(&table, b"k005").unwrap().unwrap().kind,
+        ValueKind::Delete
+    );
+    let mut tally = ReadTally::default();
+    let old = table
+        .get_at(b"k002", KeyHash::of(b"k002"), e.seq - 1, &mut tally)
+        .unwrap();
+    assert_eq!(old, None, "the table holds no older version");
+    let back: Vec<crate::Entry> = table
+        .iter_rev(Bound::Unbounded, Bound::Unbounded)
+        .collect::<crate::Result<_>>()
+        .unwrap();
+    assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), all);
 }

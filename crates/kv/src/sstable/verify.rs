@@ -105,14 +105,15 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     let meta_start = footer.meta_start();
     let ix = footer.index;
     let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
-        IndexBlock::decode(bytes, meta_start)
+        IndexBlock::decode(bytes, meta_start, footer.version >= 2)
             .map_err(|m| file.corruption(BlockKind::Index, ix.offset, m))
     });
     let Ok(index) = index.map_err(|e| report(BlockKind::Index, ix.offset, reason(e))) else {
         return problems;
     };
 
-    let tally = check_data_blocks(file, &index, meta_start, &mut report);
+    let multi_version = footer.version >= 2;
+    let tally = check_data_blocks(file, &index, meta_start, multi_version, &mut report);
     if let (Some(props), true) = (properties, tally.complete) {
         let mut disagree = |what: &str, recorded: String, found: String| {
             if recorded != found {
@@ -168,8 +169,10 @@ fn check_data_blocks(
     file: &TableFile,
     index: &IndexBlock,
     meta_start: u64,
+    multi_version: bool,
     report: &mut impl FnMut(BlockKind, u64, String),
 ) -> Tally {
+    let mut last_seq = 0;
     let mut tally = Tally {
         complete: true,
         ..Tally::default()
@@ -211,9 +214,18 @@ fn check_data_blocks(
             };
             empty = false;
             let key = &entry.key[..];
+            // An older version of the previous entry's key (format version 2 only),
+            // possibly the first entry of a block whose predecessor ended on that key.
+            let older_version = multi_version
+                && tally.largest.as_ref().is_some_and(|l| key == &l[..])
+                && entry.seq < last_seq;
             let out_of_place = key > separator
-                || previous_separator.is_some_and(|s| key <= s)
-                || tally.largest.as_ref().is_some_and(|l| key <= &l[..]);
+                || previous_separator.is_some_and(|s| key < s || (key == s && !older_version))
+                || tally
+                    .largest
+                    .as_ref()
+                    .is_some_and(|l| key < &l[..] || (key == &l[..] && !older_version));
+            last_seq = entry.seq;
             if out_of_place {
                 report(
                     BlockKind::Data,

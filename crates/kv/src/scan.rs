@@ -1,0 +1,209 @@
+//! A scan is a point-in-time, double-ended walk over a key range of the whole store.
+//!
+//! When a scan starts it fixes what it reads: the memtables and tables of the current
+//! view (held, so a flush or compaction meanwhile changes nothing it sees) and a
+//! sequence number (the last complete batch, or a snapshot's). Each key is yielded with
+//! its newest version at that number; tombstones hide it.
+//!
+//! Walking forwards and backwards are two independent merges over the same fixed
+//! sources, each opened when first asked for: `next` merges ascending sources (table
+//! iterators from the start key, memtable ranges), `next_back` descending ones (tables
+//! read from the last block within the end key down). The two ends remember the last
+//! key each yielded and stop where they meet, so every key comes out exactly once
+//! whichever mix of `next` and `next_back` is used.
+//!
+//! ```text
+//!  start ─► next() ─► a  b  c  ·  ·  ·  x  y  z ◄─ next_back() ◄─ end
+//!                         front_key     back_key      yields only keys in between
+//! ```
+//!
+//! A scan whose tables were chosen with a prefix filter (a prefix scan) simply never
+//! opens the tables the filter ruled out.
+
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::memtable::Memtable;
+use crate::merge::{Direction, MergeIter, Source};
+use crate::sstable::Table;
+use crate::types::{SeqNo, ValueKind};
+
+/// The iterator [`Db::scan`](crate::Db::scan), [`Db::scan_prefix`](crate::Db::scan_prefix)
+/// and the [`Snapshot`](crate::Snapshot) scans return: live keys in order with their
+/// values, as of one moment. A [`DoubleEndedIterator`]: `.rev()` walks from the end,
+/// and `next`/`next_back` may be mixed. Errors come as items and end the iteration.
+pub struct ScanIter {
+    mems: Vec<Arc<Memtable>>,
+    tables: Vec<Table>,
+    read_seq: SeqNo,
+    start: Bound<Bytes>,
+    end: Bound<Bytes>,
+    front: Option<MergeIter>,
+    back: Option<MergeIter>,
+    /// The last key `next` yielded (or passed over as deleted).
+    front_key: Option<Bytes>,
+    /// The last key `next_back` yielded (or passed over as deleted).
+    back_key: Option<Bytes>,
+    done: bool,
+}
+
+impl std::fmt::Debug for ScanIter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanIter")
+            .field("read_seq", &self.read_seq)
+            .field("tables", &self.tables.len())
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScanIter {
+    /// A scan of `start..end` over these memtables and tables at `read_seq`.
+    pub(crate) fn new(
+        mems: Vec<Arc<Memtable>>,
+        tables: Vec<Table>,
+        read_seq: SeqNo,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+    ) -> ScanIter {
+        ScanIter {
+            mems,
+            tables,
+            read_seq,
+            start,
+            end,
+            front: None,
+            back: None,
+            front_key: None,
+            back_key: None,
+            done: false,
+        }
+    }
+
+    /// The merge of every source walking in `direction`. A backward walk opened after
+    /// the front has moved starts just past the front's last key.
+    fn open(&self, direction: Direction) -> MergeIter {
+        let start = match (direction, &self.front_key) {
+            (Direction::Backward, Some(k)) => Bound::Excluded(k.clone()),
+            _ => self.start.clone(),
+        };
+        let end = match (direction, &self.back_key) {
+            (Direction::Forward, Some(k)) => Bound::Excluded(k.clone()),
+            _ => self.end.clone(),
+        };
+        let mut sources: Vec<Source> = Vec::with_capacity(self.mems.len() + self.tables.len());
+        for mem in &self.mems {
+            let range = match direction {
+                Direction::Forward => mem.owned_range(start.clone(), end.clone(), self.read_seq),
+                Direction::Backward => {
+                    mem.owned_range_rev(start.clone(), end.clone(), self.read_seq)
+                }
+            };
+            sources.push(Box::new(range.map(Ok)));
+        }
+        let as_ref = |b: &Bound<Bytes>| -> Bound<Vec<u8>> { b.as_ref().map(|k| k.to_vec()) };
+        let (s, e) = (as_ref(&start), as_ref(&end));
+        for table in &self.tables {
+            let s = s.as_ref().map(|k| &k[..]);
+            let e = e.as_ref().map(|k| &k[..]);
+            sources.push(match direction {
+                Direction::Forward => Box::new(table.iter_from(s)),
+                Direction::Backward => Box::new(table.iter_rev(s, e)),
+            });
+        }
+        MergeIter::with_direction(sources, direction)
+    }
+
+    fn before_end(&self, key: &[u8]) -> bool {
+        let below_end = match &self.end {
+            Bound::Included(e) => key <= &e[..],
+            Bound::Excluded(e) => key < &e[..],
+            Bound::Unbounded => true,
+        };
+        below_end && self.back_key.as_ref().is_none_or(|b| key < &b[..])
+    }
+
+    fn after_start(&self, key: &[u8]) -> bool {
+        let above_start = match &self.start {
+            Bound::Included(s) => key >= &s[..],
+            Bound::Excluded(s) => key > &s[..],
+            Bound::Unbounded => true,
+        };
+        above_start && self.front_key.as_ref().is_none_or(|f| key > &f[..])
+    }
+}
+
+impl Iterator for ScanIter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            if self.front.is_none() {
+                self.front = Some(self.open(Direction::Forward));
+            }
+            let read_seq = self.read_seq;
+            let item = self.front.as_mut().and_then(|m| m.next_visible(read_seq));
+            let entry = match item {
+                None => break,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Some(Ok(e)) => e,
+            };
+            if !self.before_end(&entry.key) {
+                break;
+            }
+            self.front_key = Some(entry.key.clone());
+            if entry.kind == ValueKind::Put {
+                return Some(Ok((entry.key, entry.value)));
+            }
+        }
+        self.done = true;
+        None
+    }
+}
+
+impl DoubleEndedIterator for ScanIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            if self.back.is_none() {
+                self.back = Some(self.open(Direction::Backward));
+            }
+            let read_seq = self.read_seq;
+            let item = self.back.as_mut().and_then(|m| m.next_visible(read_seq));
+            let entry = match item {
+                None => break,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Some(Ok(e)) => e,
+            };
+            if !self.after_start(&entry.key) {
+                break;
+            }
+            self.back_key = Some(entry.key.clone());
+            if entry.kind == ValueKind::Put {
+                return Some(Ok((entry.key, entry.value)));
+            }
+        }
+        self.done = true;
+        None
+    }
+}
+
+/// A range's bounds as owned keys.
+pub(crate) fn own_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: &R,
+) -> (Bound<Bytes>, Bound<Bytes>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
