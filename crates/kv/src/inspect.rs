@@ -13,6 +13,7 @@ use bloomkv_filter::FilterInfo;
 use bytes::Bytes;
 use serde::Serialize;
 
+use crate::db::live_table_error;
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileSystem, OsFileSystem};
@@ -177,7 +178,7 @@ pub fn inspect(dir: &Path) -> Result<StoreInfo> {
         let path = filename::table_path(dir, meta.number);
         let file = fs
             .open_random(&path)
-            .map_err(|e| Error::corruption(&path, format!("live table cannot be opened: {e}")))?;
+            .map_err(|e| live_table_error(&path, e.into()))?;
         let table = Table::open(file, path, counters.clone(), &policies)?;
         tables.push(TableInfo::of(meta.level as usize, meta.number, &table));
     }

@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::{build_table, file_number, open_table, remove_obsolete, write_state};
+use crate::db::{build_table, file_number, free_name, open_table, remove_obsolete, write_state};
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::FileSystem;
@@ -367,17 +367,6 @@ fn level_for(options: &Options, bytes: u64) -> usize {
     (1..NUM_LEVELS)
         .find(|&l| options.max_bytes_for_level(l) >= bytes)
         .unwrap_or(NUM_LEVELS - 1)
-}
-
-/// A name in `dir` for `name` that no file has yet (`name`, `name.1`, `name.2`, ...).
-fn free_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
-    let mut candidate = dir.join(name);
-    let mut i = 0u32;
-    while fs.exists(&candidate) {
-        i += 1;
-        candidate = dir.join(format!("{name}.{i}"));
-    }
-    candidate
 }
 
 /// Merges the sound tables and the replayed writes into new tables of about

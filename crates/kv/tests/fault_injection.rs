@@ -417,7 +417,7 @@ fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tall
             }
             verify(&mem, &out, sync, &when);
         }
-        Fault::Panic => panic!("the sweep injects no panics"),
+        Fault::Panic | Fault::NoSpace => panic!("the sweep injects no panics and no full disk"),
         Fault::Error | Fault::ShortWrite => {
             // The program restarts on the same files...
             let crashed = mem.deep_copy();
