@@ -1290,20 +1290,57 @@ fn open_read_only(dir: PathBuf, options: Options) -> Result<Db> {
             dir.display()
         )));
     }
-    let manifest_path = filename::manifest_path(&dir);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let before = fs.read_all(&manifest_path).ok();
-        match open_read_only_once(&dir, &options) {
-            Ok(db) => return Ok(db),
-            Err(e) => {
-                let after = fs.read_all(&manifest_path).ok();
-                if before == after || attempt >= READ_ONLY_ATTEMPTS {
-                    return Err(e);
-                }
-            }
+        let before = DirState::read(fs.as_ref(), &dir);
+        let opened = open_read_only_once(&dir, &options);
+        if opened.is_ok() {
+            return opened;
         }
+        // A table or log that vanished because a writer moved on: read again.
+        let after = DirState::read(fs.as_ref(), &dir);
+        if before.manifest == after.manifest {
+            return opened;
+        }
+        if attempt >= READ_ONLY_ATTEMPTS {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is open by another process that kept changing it: {} file(s) \
+                     rotated while reading, {attempt} attempt(s); try again",
+                    dir.display(),
+                    before.changes(&after)
+                ),
+            )));
+        }
+    }
+}
+
+/// What a reader without the lock compares before and after reading a store to tell
+/// whether a writer changed it meanwhile: the manifest's bytes and the file names.
+/// (Logs grow in place; only a log's last record can be caught half-written, which
+/// the default recovery mode tolerates.)
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct DirState {
+    manifest: Option<Vec<u8>>,
+    names: Vec<String>,
+}
+
+impl DirState {
+    pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> DirState {
+        DirState {
+            manifest: fs.read_all(&filename::manifest_path(dir)).ok(),
+            names: fs.list(dir).unwrap_or_default(),
+        }
+    }
+
+    /// Files that appeared or vanished between `self` and `later`, plus one if the
+    /// manifest was replaced.
+    pub(crate) fn changes(&self, later: &DirState) -> usize {
+        let a: HashSet<&String> = self.names.iter().collect();
+        let b: HashSet<&String> = later.names.iter().collect();
+        a.symmetric_difference(&b).count() + usize::from(self.manifest != later.manifest)
     }
 }
 
@@ -1313,6 +1350,12 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     let table_cache = TableCache::new(fs.clone(), options.max_open_files);
     let policy = options.filter_policy()?;
     let policies = options.known_policies()?;
+    // The logs are listed before the manifest is read. A writer deletes a log only
+    // after a manifest that retires it is in place, so every log the manifest read
+    // below still needs was listed (a log started since holds only newer writes, a
+    // suffix this open does not see). A listed log or named table that vanishes before
+    // it is read fails this attempt, and the caller reads again.
+    let names = fs.list(dir)?;
     let Some(state) = manifest::read_manifest(fs.as_ref(), dir)? else {
         return Err(Error::InvalidArgument(format!(
             "{} holds no bloomkv store (no MANIFEST)",
@@ -1332,7 +1375,6 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         version.levels[level].push(Arc::new(handle));
     }
     let version = version.apply(&[], Vec::new());
-    let names = fs.list(dir)?;
     let mut wals: Vec<u64> = names
         .iter()
         .filter_map(|n| match parse_file_name(n) {
