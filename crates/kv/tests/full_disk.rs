@@ -207,5 +207,6 @@ fn a_table_build_that_fills_the_disk_removes_its_temp_file_at_once() {
             );
         }
     }
+    eprintln!("the disk filled at {points} points of one flush");
     assert!(points >= 10, "the flush made {points} appends");
 }
