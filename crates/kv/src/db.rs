@@ -182,6 +182,11 @@ impl Db {
             }
             fs.create_dir_all(&dir)?;
         }
+        if !options.create_if_missing && !fs.exists(&filename::manifest_path(&dir)) {
+            // Refused before the lock is taken: no LOCK file is left in a directory
+            // that holds no store.
+            return Err(no_store(&dir));
+        }
         let lock_path = filename::lock_path(&dir);
         let file_lock = match fs.lock(&lock_path) {
             Ok(l) => l,
@@ -199,12 +204,7 @@ impl Db {
         let state = manifest::read_manifest(fs.as_ref(), &dir)?;
         let state = match state {
             Some(s) => s,
-            None if !options.create_if_missing => {
-                return Err(Error::InvalidArgument(format!(
-                    "{} holds no bloomkv store and create_if_missing is false",
-                    dir.display()
-                )));
-            }
+            None if !options.create_if_missing => return Err(no_store(&dir)),
             None => {
                 if let Some(stray) = names.iter().find(|n| {
                     matches!(
@@ -1273,6 +1273,13 @@ pub(crate) fn remove_obsolete(
             let _ = fs.remove(&dir.join(&name));
         }
     }
+}
+
+fn no_store(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "{} holds no bloomkv store and create_if_missing is false",
+        dir.display()
+    ))
 }
 
 /// How many times a read-only open starts again when the store changed under it.
