@@ -23,10 +23,11 @@
 //!
 //! Crash safety: nothing the old state needs is changed before the new manifest is
 //! durable, except tables that fail verification, which are renamed into `lost/`
-//! (and both directories fsynced) first — after the commit point an unlisted table
-//! would be deleted as obsolete. A crash before the commit point leaves new tables
-//! that no manifest names: with a usable manifest they are ignored and deleted by the
-//! next open; without one, the next repair reads them as inputs, and they only repeat
+//! (and both directories fsynced) first — after the commit point repair deletes the
+//! tables the new manifest does not name. A crash before the commit point leaves new
+//! tables that no manifest names: with a usable manifest they are ignored, and the
+//! next open moves them into `lost/`; without one, the next repair reads them as
+//! inputs, and they only repeat
 //! entries (same keys, same sequence numbers) that the other inputs still hold.
 //!
 //! Limit: without a usable manifest, repair cannot tell a live table from one that a
