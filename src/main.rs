@@ -1,24 +1,42 @@
 //! The `bloomkv` command line: the disk-I/O savings benchmark, the sizing calculator,
 //! and tools to look inside (`inspect`, `verify`), mend (`repair`) and use (`get`, `put`, `delete`,
 //! `scan`) a store directory.
+//!
+//! Exit codes: 0 success (for `get`: found), 1 `get` found no such key or `verify`
+//! found damage, 2 the command line was wrong, 3 any other error. Errors are one line
+//! on stderr. Output cut short by its reader (`bloomkv scan DIR | head`) ends quietly.
 
-use std::path::PathBuf;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use bloomkv::bench::{self, BenchArgs};
 use bloomkv::kv::{self, Db, Options};
 use bloomkv::sizing;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "bloomkv",
     version,
-    about = "Bloom filter blocks for an LSM store, and the disk reads they save"
+    about = "Bloom filter blocks for an LSM store, and the disk reads they save",
+    after_help = "Exit codes: 0 success (get: found), 1 get: not found / verify: damage found, \
+                  2 usage error, 3 any other error."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// How `scan`, `inspect` and `verify` print.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// For people.
+    #[default]
+    Text,
+    /// For scripts: `scan` prints one JSON object per line, `inspect` and `verify`
+    /// one JSON document.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -34,16 +52,22 @@ enum Command {
         #[arg(long)]
         fp_rate: f64,
     },
-    /// Show a store's levels and tables with their filters (read-only).
+    /// Show a store's levels and tables with their filters (read-only; safe on a
+    /// store another process has open).
     Inspect {
         /// The store directory.
         dir: PathBuf,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
     },
-    /// Check a store's manifest, every block of its live tables (trailer CRCs, footer)
-    /// and its logs under each recovery mode; non-zero exit on any problem.
+    /// Check a store: the manifest, every block of its live tables (trailer CRCs,
+    /// footer) and its logs under each recovery mode; exit 1 on any problem
+    /// (read-only; safe on a store another process has open).
     Verify {
         /// The store directory.
         dir: PathBuf,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
     },
     /// Rebuild a store whose manifest, tables or logs are damaged (a store that
     /// needs no repair is left unchanged; damaged tables go to DIR/lost/).
@@ -51,17 +75,34 @@ enum Command {
         /// The store directory.
         dir: PathBuf,
     },
-    /// Print a key's value.
-    Get { dir: PathBuf, key: String },
+    /// Print a key's value (read-only open: works beside a writer and on a read-only
+    /// directory). Exit 1 if the key is absent.
+    Get {
+        dir: PathBuf,
+        key: String,
+        /// The key is hex, and the value is printed in hex.
+        #[arg(long)]
+        hex: bool,
+    },
     /// Set a key (creates the store if the directory holds none).
     Put {
         dir: PathBuf,
         key: String,
         value: String,
+        /// The key and the value are hex (for bytes a shell cannot pass).
+        #[arg(long)]
+        hex: bool,
     },
     /// Delete a key.
-    Delete { dir: PathBuf, key: String },
-    /// Print keys and values in [from, to).
+    Delete {
+        dir: PathBuf,
+        key: String,
+        /// The key is hex.
+        #[arg(long)]
+        hex: bool,
+    },
+    /// Print keys and values in [from, to), one pair per line, tab-separated (read-only
+    /// open).
     Scan {
         dir: PathBuf,
         /// First key (inclusive).
@@ -73,131 +114,313 @@ enum Command {
         /// Print at most this many.
         #[arg(long)]
         limit: Option<usize>,
+        /// Keys (also --from and --to) and values in hex: unambiguous for any bytes.
+        #[arg(long)]
+        hex: bool,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
     },
 }
 
-type CmdResult = Result<ExitCode, Box<dyn std::error::Error + Send + Sync>>;
+/// Why a command did not succeed, and so the exit code.
+enum Failure {
+    /// The command line was wrong (exit 2).
+    Usage(String),
+    /// The reader of stdout went away: stop quietly.
+    Pipe,
+    /// Anything else (exit 3).
+    Error(String),
+}
+
+impl From<kv::Error> for Failure {
+    fn from(e: kv::Error) -> Failure {
+        Failure::Error(e.to_string())
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Failure {
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            Failure::Pipe
+        } else {
+            Failure::Error(e.to_string())
+        }
+    }
+}
+
+impl From<bench::BenchError> for Failure {
+    fn from(e: bench::BenchError) -> Failure {
+        match e.downcast::<io::Error>() {
+            Ok(e) => Failure::from(*e),
+            Err(e) => Failure::Error(e.to_string()),
+        }
+    }
+}
+
+impl From<serde_json::Error> for Failure {
+    fn from(e: serde_json::Error) -> Failure {
+        if e.io_error_kind() == Some(io::ErrorKind::BrokenPipe) {
+            Failure::Pipe
+        } else {
+            Failure::Error(e.to_string())
+        }
+    }
+}
+
+impl From<bloomkv::FilterError> for Failure {
+    fn from(e: bloomkv::FilterError) -> Failure {
+        Failure::Error(e.to_string())
+    }
+}
+
+type CmdResult = Result<ExitCode, Failure>;
+
+const NOT_FOUND: u8 = 1;
+const USAGE: u8 = 2;
+const ERROR: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
-        Err(e) => {
+        Err(Failure::Pipe) => ExitCode::SUCCESS,
+        Err(Failure::Usage(e)) => {
             eprintln!("bloomkv: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(USAGE)
+        }
+        Err(Failure::Error(e)) => {
+            eprintln!("bloomkv: {e}");
+            ExitCode::from(ERROR)
         }
     }
 }
 
 fn run(command: Command) -> CmdResult {
-    match command {
+    let mut out = io::stdout().lock();
+    let code = match command {
         Command::Bench(args) => {
+            if let Err(e) = args.validate() {
+                return Err(Failure::Usage(e.to_string()));
+            }
             bench::run(&args)?;
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-        Command::Sizing { items, fp_rate } => sizing_cmd(items, fp_rate),
-        Command::Inspect { dir } => {
+        Command::Sizing { items, fp_rate } => sizing_cmd(&mut out, items, fp_rate)?,
+        Command::Inspect { dir, format } => {
             let info = kv::inspect(&dir)?;
-            print!("{info}");
-            Ok(ExitCode::SUCCESS)
+            match format {
+                Format::Text => write!(out, "{info}")?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&info)?)?,
+            }
+            ExitCode::SUCCESS
         }
-        Command::Verify { dir } => {
+        Command::Verify { dir, format } => {
             let report = kv::verify(&dir)?;
-            print!("{report}");
-            Ok(if report.is_clean() {
+            if !report.settled {
+                return Err(Failure::Error(report.to_string().trim_end().to_string()));
+            }
+            match format {
+                Format::Text => write!(out, "{report}")?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+            }
+            if report.is_clean() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::FAILURE
-            })
+                ExitCode::from(NOT_FOUND)
+            }
         }
         Command::Repair { dir } => {
-            print!("{}", kv::repair(&dir, Options::default())?);
-            Ok(ExitCode::SUCCESS)
+            write!(out, "{}", kv::repair(&dir, Options::default())?)?;
+            ExitCode::SUCCESS
         }
-        Command::Get { dir, key } => {
-            let db = open(&dir)?;
+        Command::Get { dir, key, hex } => {
+            let key = arg_bytes("key", &key, hex)?;
+            let db = open_read_only(&dir)?;
             match db.get(&key)? {
                 Some(v) => {
-                    println!("{}", String::from_utf8_lossy(&v));
-                    Ok(ExitCode::SUCCESS)
+                    if hex {
+                        writeln!(out, "{}", to_hex(&v))?;
+                    } else {
+                        out.write_all(&v)?;
+                        out.write_all(b"\n")?;
+                    }
+                    ExitCode::SUCCESS
                 }
                 None => {
-                    eprintln!("bloomkv: key {key:?} not found");
-                    Ok(ExitCode::from(1))
+                    eprintln!("bloomkv: key {} not found", show_arg(&key, hex));
+                    ExitCode::from(NOT_FOUND)
                 }
             }
         }
-        Command::Put { dir, key, value } => {
-            let db = warn_dropped(Db::open(&dir, Options::default())?);
+        Command::Put {
+            dir,
+            key,
+            value,
+            hex,
+        } => {
+            let key = arg_bytes("key", &key, hex)?;
+            let value = arg_bytes("value", &value, hex)?;
+            let db = warn_recovery(Db::open(&dir, Options::default())?);
             db.put(&key, &value)?;
             db.close()?;
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-        Command::Delete { dir, key } => {
-            let db = open(&dir)?;
+        Command::Delete { dir, key, hex } => {
+            let key = arg_bytes("key", &key, hex)?;
+            let db = warn_recovery(Db::open(
+                &dir,
+                Options {
+                    create_if_missing: false,
+                    ..Options::default()
+                },
+            )?);
             db.delete(&key)?;
             db.close()?;
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
         Command::Scan {
             dir,
             from,
             to,
             limit,
+            hex,
+            format,
         } => {
-            let db = open(&dir)?;
-            let lo = from.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
-            let hi = to.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let bound = |name: &str, b: Option<String>| match b {
+                Some(k) => arg_bytes(name, &k, hex).map(Some),
+                None => Ok(None),
+            };
+            let lo = bound("--from", from)?
+                .map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included);
+            let hi =
+                bound("--to", to)?.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+            let db = open_read_only(&dir)?;
             for item in db
-                .scan::<String, _>((lo, hi))
+                .scan::<Vec<u8>, _>((lo, hi))
                 .take(limit.unwrap_or(usize::MAX))
             {
                 let (k, v) = item?;
-                println!(
-                    "{}\t{}",
-                    String::from_utf8_lossy(&k),
-                    String::from_utf8_lossy(&v)
-                );
+                match (format, hex) {
+                    (Format::Text, false) => writeln!(
+                        out,
+                        "{}\t{}",
+                        String::from_utf8_lossy(&k),
+                        String::from_utf8_lossy(&v)
+                    )?,
+                    (Format::Text, true) => writeln!(out, "{}\t{}", to_hex(&k), to_hex(&v))?,
+                    (Format::Json, _) => {
+                        let mut line = serde_json::Map::new();
+                        json_field(&mut line, "key", &k, hex);
+                        json_field(&mut line, "value", &v, hex);
+                        writeln!(out, "{}", serde_json::Value::Object(line))?;
+                    }
+                }
             }
-            Ok(ExitCode::SUCCESS)
+            ExitCode::SUCCESS
         }
-    }
+    };
+    out.flush()?;
+    Ok(code)
 }
 
-/// Opens an existing store; the tools never create one by accident.
-fn open(dir: &std::path::Path) -> Result<Db, kv::Error> {
+/// Opens an existing store read-only: the tools that only read never create a store,
+/// take the lock or write a byte, so they work beside a writer and on a read-only
+/// directory.
+fn open_read_only(dir: &Path) -> Result<Db, kv::Error> {
     Db::open(
         dir,
         Options {
-            create_if_missing: false,
+            read_only: true,
             ..Options::default()
         },
     )
-    .map(warn_dropped)
+    .map(warn_recovery)
 }
 
-/// Says on stderr what recovery dropped from the logs, if anything.
-fn warn_dropped(db: Db) -> Db {
-    if !db.recovery_report().is_clean() {
-        eprintln!("bloomkv: recovery {}", db.recovery_report());
+/// Says on stderr what recovery dropped from the logs or moved aside, if anything.
+fn warn_recovery(db: Db) -> Db {
+    let report = db.recovery_report();
+    if !report.is_clean() || !report.tables_moved_aside.is_empty() {
+        eprintln!("bloomkv: recovery {report}");
     }
     db
 }
 
-fn sizing_cmd(items: u64, fp_rate: f64) -> CmdResult {
-    let bits = sizing::optimal_num_bits(items, fp_rate)?;
-    let k = sizing::optimal_num_hashes(bits, items)?;
+/// A command-line key or value as bytes: as given, or decoded from hex.
+fn arg_bytes(what: &str, arg: &str, hex: bool) -> Result<Vec<u8>, Failure> {
+    if !hex {
+        return Ok(arg.as_bytes().to_vec());
+    }
+    from_hex(arg).ok_or_else(|| {
+        Failure::Usage(format!(
+            "{what} {arg:?} is not hex (an even number of 0-9, a-f, A-F)"
+        ))
+    })
+}
+
+fn show_arg(bytes: &[u8], hex: bool) -> String {
+    if hex {
+        to_hex(bytes)
+    } else {
+        format!("{:?}", String::from_utf8_lossy(bytes))
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(DIGITS[usize::from(b >> 4)] as char);
+        s.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    s
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    s.as_bytes()
+        .chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+/// `name` as a JSON string when it is text and hex was not asked for, else
+/// `name_hex` as hex: every byte string has an exact JSON form.
+fn json_field(
+    obj: &mut serde_json::Map<String, serde_json::Value>,
+    name: &str,
+    bytes: &[u8],
+    hex: bool,
+) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) if !hex => {
+            obj.insert(name.into(), text.into());
+        }
+        _ => {
+            obj.insert(format!("{name}_hex"), to_hex(bytes).into());
+        }
+    }
+}
+
+fn sizing_cmd(out: &mut impl Write, items: u64, fp_rate: f64) -> CmdResult {
+    let usage = |e: bloomkv::FilterError| Failure::Usage(e.to_string());
+    let bits = sizing::optimal_num_bits(items, fp_rate).map_err(usage)?;
+    let k = sizing::optimal_num_hashes(bits, items).map_err(usage)?;
     let fp = sizing::false_positive_rate(bits, items, k)?;
-    println!("items               {items}");
-    println!("target FP rate      {fp_rate}");
-    println!("bits                {bits}");
-    println!(
+    writeln!(out, "items               {items}")?;
+    writeln!(out, "target FP rate      {fp_rate}")?;
+    writeln!(out, "bits                {bits}")?;
+    writeln!(
+        out,
         "memory              {:.3} MiB ({} bytes)",
         bits as f64 / 8.0 / 1048576.0,
         bits.div_ceil(8)
-    );
-    println!("bits per key        {:.3}", bits as f64 / items as f64);
-    println!("hash functions (k)  {k}");
-    println!("expected FP rate    {:.6} ({:.4}%)", fp, fp * 100.0);
+    )?;
+    writeln!(out, "bits per key        {:.3}", bits as f64 / items as f64)?;
+    writeln!(out, "hash functions (k)  {k}")?;
+    writeln!(out, "expected FP rate    {:.6} ({:.4}%)", fp, fp * 100.0)?;
     Ok(ExitCode::SUCCESS)
 }

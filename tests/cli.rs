@@ -251,6 +251,7 @@ fn inspect_names_the_damaged_file() {
 fn bench_writes_a_json_report_with_every_field() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out/bench.json");
+    std::fs::create_dir(dir.path().join("out")).unwrap();
     let o = bloomkv(&[
         "bench",
         "--keys",

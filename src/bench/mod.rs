@@ -39,7 +39,7 @@ pub use leveled::{print_leveled, run_leveled, Allocation, LevelRow, LeveledRow};
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
-pub use run::{check_lookups, run, run_stores, Bar, BenchArgs};
+pub use run::{check_lookups, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE};
 pub use store::{BloomkvStore, FilterSetting};
 
 /// Errors the benchmark passes through from the store under test.
@@ -365,17 +365,40 @@ pub fn compare_to_baseline(rows: &mut [Row], baseline: &str) {
 }
 
 /// Where a benchmark's stores live: a given directory, or a temporary one removed after.
+///
+/// A given directory is the benchmark's only if it is new, empty, or was made by an
+/// earlier run: a marker file ([`WORK_DIR_MARKER`]) lists the store directories the
+/// benchmark created there, and only those are ever removed. A directory holding
+/// anything else is refused, never emptied.
 pub struct WorkDir {
     path: PathBuf,
     _temp: Option<tempfile::TempDir>,
 }
 
+/// The file in a `--dir` that lists the store directories the benchmark created.
+pub const WORK_DIR_MARKER: &str = ".bloomkv-bench";
+
 impl WorkDir {
-    /// `dir` if given (created if missing), else a fresh temporary directory.
+    /// `dir` if given (created if missing; refused if it holds files the benchmark
+    /// did not make), else a fresh temporary directory.
     pub fn new(dir: Option<PathBuf>) -> std::io::Result<WorkDir> {
         match dir {
             Some(path) => {
                 std::fs::create_dir_all(&path)?;
+                let marker = path.join(WORK_DIR_MARKER);
+                if !marker.exists() {
+                    if std::fs::read_dir(&path)?.next().is_some() {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            format!(
+                                "--dir {} holds files the benchmark did not make; give it a new \
+                                 or empty directory (it deletes the stores it creates there)",
+                                path.display()
+                            ),
+                        ));
+                    }
+                    std::fs::write(&marker, "")?;
+                }
                 Ok(WorkDir { path, _temp: None })
             }
             None => {
@@ -388,11 +411,33 @@ impl WorkDir {
         }
     }
 
-    /// A subdirectory for one store, emptied first.
+    /// A subdirectory for one store, emptied first if an earlier run made it. A
+    /// subdirectory the benchmark did not make is refused.
     pub fn store_dir(&self, name: &str) -> std::io::Result<PathBuf> {
         let path = self.path.join(name);
+        let marker = self.path.join(WORK_DIR_MARKER);
+        let ours = |listed: &str| listed.lines().any(|l| l == name);
+        if self._temp.is_some() {
+            if path.exists() {
+                std::fs::remove_dir_all(&path)?;
+            }
+            return Ok(path);
+        }
+        let listed = std::fs::read_to_string(&marker)?;
         if path.exists() {
+            if !ours(&listed) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and was not made by the benchmark; not touching it",
+                        path.display()
+                    ),
+                ));
+            }
             std::fs::remove_dir_all(&path)?;
+        }
+        if !ours(&listed) {
+            std::fs::write(&marker, format!("{listed}{name}\n"))?;
         }
         Ok(path)
     }

@@ -1,7 +1,7 @@
 //! The `bench` command: runs the workload on each filter setting, prints the table,
 //! writes the JSON report and the charts.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -85,7 +85,9 @@ impl BenchArgs {
         }
     }
 
-    /// Checks the flags: counts above zero, no more tables than keys, sane bits per key.
+    /// Checks the flags: counts above zero and within [`MAX_COUNT`], no more tables than
+    /// keys, values within [`MAX_VALUE_SIZE`], sane bits per key; `--json`'s directory
+    /// exists (it is not created).
     pub fn validate(&self) -> Result<(), BenchError> {
         if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
             return Err("--keys, --tables and --lookups must be greater than zero".into());
@@ -95,6 +97,26 @@ impl BenchArgs {
         }
         Allocation::parse_list(&self.allocation)?;
         FilterSetting::parse_list(&self.filters)?;
+        if self.keys > MAX_COUNT || self.lookups > MAX_COUNT {
+            return Err(format!(
+                "--keys and --lookups can be at most {MAX_COUNT} (the key lists are held in memory)"
+            )
+            .into());
+        }
+        if self.value_size > MAX_VALUE_SIZE {
+            return Err(format!("--value-size can be at most {MAX_VALUE_SIZE}").into());
+        }
+        if let Some(path) = &self.json {
+            let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+            if let Some(parent) = parent.filter(|p| !p.is_dir()) {
+                return Err(format!(
+                    "--json {}: directory {} does not exist",
+                    path.display(),
+                    parent.display()
+                )
+                .into());
+            }
+        }
         if u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
@@ -109,6 +131,13 @@ impl BenchArgs {
         Ok(())
     }
 }
+
+/// The most keys or lookups a run takes: the load order and each phase's keys are
+/// lists in memory (8 and 19 bytes per entry).
+pub const MAX_COUNT: u64 = 100_000_000;
+
+/// The largest `--value-size` (the store's own limit is 64 MiB).
+pub const MAX_VALUE_SIZE: usize = 1 << 20;
 
 /// A progress bar on stderr, drawn only when stderr is a terminal.
 pub struct Bar(ProgressBar);
@@ -157,15 +186,17 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
     let bar = Bar::new();
-    println!("bloomkv disk-I/O savings: {w}");
+    let mut out = std::io::stdout();
+    writeln!(out, "bloomkv disk-I/O savings: {w}")?;
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut leveled = Vec::new();
+    let (mut prefix_rows, mut version_times) = (Vec::new(), None);
     if args.shape == "leveled" {
         let allocations = Allocation::parse_list(&args.allocation)?;
         leveled = run_leveled(&w, &allocations, &work, &bar)?;
         bar.0.finish_and_clear();
-        print!("{}", print_leveled(&leveled));
+        write!(out, "{}", print_leveled(&leveled))?;
     } else {
         for setting in FilterSetting::parse_list(&args.filters)? {
             let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
@@ -174,21 +205,17 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         }
         compare_to_baseline(&mut rows, FilterSetting::None.name());
         bar.0.finish_and_clear();
-        print!("{}", print_table(&rows));
+        write!(out, "{}", print_table(&rows))?;
         check_lookups(&rows)?;
-    }
-
-    let (prefix_rows, version_times) = if args.prefix_scans > 0 {
-        run_prefix_phases(&w, &work, args.prefix_scans, &bar)?
-    } else {
-        (Vec::new(), None)
-    };
-    bar.0.finish_and_clear();
-    if args.prefix_scans > 0 {
-        print!(
-            "{}",
-            print_prefix_table(&prefix_rows, version_times.as_ref())
-        );
+        if args.prefix_scans > 0 {
+            (prefix_rows, version_times) = run_prefix_phases(&w, &work, args.prefix_scans, &bar)?;
+            bar.0.finish_and_clear();
+            write!(
+                out,
+                "{}",
+                print_prefix_table(&prefix_rows, version_times.as_ref())
+            )?;
+        }
     }
 
     let (bits_sweep, probe_sweep) = if args.sweep {
@@ -198,7 +225,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     };
     bar.0.finish_and_clear();
     if args.sweep {
-        print!("{}", print_sweep(&bits_sweep, &probe_sweep));
+        write!(out, "{}", print_sweep(&bits_sweep, &probe_sweep))?;
     }
     let report = Report {
         machine: Machine::here(),
@@ -211,16 +238,13 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         version_times,
     };
     if let Some(path) = &args.json {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
-        }
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-        if !report.rows.is_empty() {
+        if report.rows.is_empty() {
+            writeln!(out, "wrote {}", path.display())?;
+        } else {
             let svg = path.with_extension("svg");
             std::fs::write(&svg, render_savings_svg(&report.rows))?;
-            println!("wrote {} and {}", path.display(), svg.display());
-        } else {
-            println!("wrote {}", path.display());
+            writeln!(out, "wrote {} and {}", path.display(), svg.display())?;
         }
         if args.sweep {
             let sweep_svg = path.with_file_name(format!(
@@ -231,10 +255,10 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 &sweep_svg,
                 render_sweep_svg(&report.bits_sweep, &report.probe_sweep),
             )?;
-            println!("wrote {}", sweep_svg.display());
+            writeln!(out, "wrote {}", sweep_svg.display())?;
         }
     }
-    println!("done in {:.1} s", started.elapsed().as_secs_f64());
+    writeln!(out, "done in {:.1} s", started.elapsed().as_secs_f64())?;
     Ok(report)
 }
 

@@ -99,12 +99,14 @@ impl BloomFilter {
     /// An empty filter of `num_bits` bits probed `num_hashes` times per item.
     ///
     /// Errors when `num_bits` is 0 or above 2^48, or `num_hashes` is 0 or above
-    /// [`MAX_HASHES`].
+    /// [`MAX_HASHES`], and when the bit array cannot be allocated: above 1 TiB
+    /// (2^43 bits), or more than the system will give. An absurd size is an error,
+    /// never an aborted process.
     pub fn new(num_bits: u64, num_hashes: u32) -> Result<BloomFilter, FilterError> {
         check_params(num_bits, num_hashes)?;
-        let words = words_for(num_bits)?;
+        let words = zeroed_words(words_for(num_bits)?)?;
         Ok(BloomFilter {
-            words: vec![0; words],
+            words,
             num_bits,
             num_hashes,
             len: 0,
@@ -114,6 +116,9 @@ impl BloomFilter {
 
     /// An empty filter sized for `expected_items` at false-positive rate `fp_rate`
     /// ([`sizing::optimal_num_bits`], [`sizing::optimal_num_hashes`]).
+    ///
+    /// Errors as [`BloomFilter::new`] does: `with_rate(10_000_000_000_000, 0.01)`
+    /// would need 12 TB and is refused.
     pub fn with_rate(expected_items: u64, fp_rate: f64) -> Result<BloomFilter, FilterError> {
         let m = sizing::optimal_num_bits(expected_items, fp_rate)?;
         let k = sizing::optimal_num_hashes(m, expected_items)?.min(MAX_HASHES);
@@ -325,6 +330,31 @@ fn words_for(num_bits: u64) -> Result<usize, FilterError> {
         .map_err(|_| FilterError::InvalidArgument(format!("{num_bits} bits do not fit in memory")))
 }
 
+/// The most memory one filter's array may take: 1 TiB. Beyond it an allocation is
+/// refused up front, whatever the system might promise.
+pub(crate) const MAX_FILTER_BYTES: u64 = 1 << 40;
+
+/// `words` zeroed words, or an error if they exceed [`MAX_FILTER_BYTES`] or the
+/// allocator refuses them (instead of aborting the process). The trial reservation is
+/// released and the array then allocated zeroed, so its pages are still only mapped
+/// when first written.
+pub(crate) fn zeroed_words(words: usize) -> Result<Vec<u64>, FilterError> {
+    let bytes = (words as u64).saturating_mul(8);
+    if bytes > MAX_FILTER_BYTES {
+        return Err(FilterError::InvalidArgument(format!(
+            "a filter of {bytes} bytes exceeds the {MAX_FILTER_BYTES}-byte (1 TiB) limit"
+        )));
+    }
+    let mut trial: Vec<u64> = Vec::new();
+    trial.try_reserve_exact(words).map_err(|e| {
+        FilterError::InvalidArgument(format!(
+            "a filter of {bytes} bytes cannot be allocated: {e}"
+        ))
+    })?;
+    drop(trial);
+    Ok(vec![0; words])
+}
+
 pub(crate) fn to_corrupt(e: FilterError) -> FilterError {
     match e {
         FilterError::InvalidArgument(m) => FilterError::Corrupt(m),
@@ -353,6 +383,17 @@ mod tests {
         assert!(BloomFilter::new(10, 0).is_err());
         assert!(BloomFilter::new(10, MAX_HASHES + 1).is_err());
         assert!(BloomFilter::new(MAX_NUM_BITS + 1, 1).is_err());
+    }
+
+    #[test]
+    fn an_absurd_size_is_an_error_not_an_abort() {
+        // 10^13 items at 1%: about 12 TB of bits.
+        let e = BloomFilter::with_rate(10_000_000_000_000, 0.01).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
+        // Just over the limit, and just under it in bits but not in bytes.
+        assert!(BloomFilter::new((MAX_FILTER_BYTES * 8) + 1, 1).is_err());
+        assert!(zeroed_words((MAX_FILTER_BYTES / 8) as usize + 1).is_err());
+        assert_eq!(zeroed_words(3).unwrap(), vec![0, 0, 0]);
         assert!(BloomFilter::with_rate(0, 0.01).is_err());
         for p in [0.0, 1.0, -1.0, 2.0, f64::NAN] {
             assert!(matches!(

@@ -30,7 +30,7 @@
 //! passes the filter (a false positive) takes counts away from other items.
 //! [`remove`](CountingBloomFilter::remove) refuses items that are certainly absent.
 
-use crate::bloom::{estimate_items, to_corrupt, FilterStats, MAX_HASHES};
+use crate::bloom::{estimate_items, to_corrupt, zeroed_words, FilterStats, MAX_HASHES};
 use crate::error::FilterError;
 use crate::frame::{self, FrameHeader, FrameKind};
 use crate::sizing::{self, MAX_NUM_BITS};
@@ -68,13 +68,15 @@ pub struct CountingBloomFilter {
 impl CountingBloomFilter {
     /// An empty filter of `num_counters` counters probed `num_hashes` times per item.
     ///
-    /// Errors when `num_counters` is 0 or above 2^48, or `num_hashes` is 0 or above 64.
+    /// Errors when `num_counters` is 0 or above 2^48, or `num_hashes` is 0 or above 64,
+    /// and when the counters cannot be allocated: above 1 TiB, or more than the system
+    /// will give. An absurd size is an error, never an aborted process.
     pub fn new(num_counters: u64, num_hashes: u32) -> Result<CountingBloomFilter, FilterError> {
         check_params(num_counters, num_hashes)?;
         let words = usize::try_from(frame::payload_words(FrameKind::Counting, num_counters))
             .map_err(|_| FilterError::InvalidArgument("too many counters".into()))?;
         Ok(CountingBloomFilter {
-            words: vec![0; words],
+            words: zeroed_words(words)?,
             num_counters,
             num_hashes,
             len: 0,
@@ -281,6 +283,13 @@ fn check_params(num_counters: u64, num_hashes: u32) -> Result<(), FilterError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_absurd_size_is_an_error_not_an_abort() {
+        let e = CountingBloomFilter::with_rate(10_000_000_000_000, 0.01).unwrap_err();
+        assert!(e.to_string().contains("limit"), "{e}");
+        assert!(CountingBloomFilter::with_rate(1000, 0.01).is_ok());
+    }
 
     #[test]
     fn counters_saturate_and_are_never_decremented() {

@@ -140,7 +140,8 @@ pub(crate) struct Inner {
     bg_error: Mutex<Option<String>>,
     /// The live snapshots: what flushes and compactions must keep versions for.
     pub(crate) snapshots: SnapshotList,
-    _lock: FileLock,
+    /// The directory's lock (`None` for a read-only open, which takes none).
+    _lock: Option<FileLock>,
 }
 
 /// Locks a mutex, recovering from poisoning: every critical section leaves its state
@@ -168,10 +169,16 @@ impl Db {
     ///   are large) they are written to an L0 table, a manifest that retires the old
     ///   logs is made durable, and a fresh log is started: a damaged log is never
     ///   written after.
+    ///
+    /// With [`Options::read_only`] nothing is written, no lock is taken, and the logs
+    /// are replayed into memory only: see [`Options::read_only`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
         let dir = path.as_ref().to_path_buf();
         let fs = options.file_system.clone();
+        if options.read_only {
+            return open_read_only(dir, options);
+        }
         if !fs.exists(&dir) {
             if !options.create_if_missing {
                 return Err(Error::InvalidArgument(format!(
@@ -180,6 +187,11 @@ impl Db {
                 )));
             }
             fs.create_dir_all(&dir)?;
+        }
+        if !options.create_if_missing && !fs.exists(&filename::manifest_path(&dir)) {
+            // Refused before the lock is taken: no LOCK file is left in a directory
+            // that holds no store.
+            return Err(no_store(&dir));
         }
         let lock_path = filename::lock_path(&dir);
         let file_lock = match fs.lock(&lock_path) {
@@ -198,12 +210,7 @@ impl Db {
         let state = manifest::read_manifest(fs.as_ref(), &dir)?;
         let state = match state {
             Some(s) => s,
-            None if !options.create_if_missing => {
-                return Err(Error::InvalidArgument(format!(
-                    "{} holds no bloomkv store and create_if_missing is false",
-                    dir.display()
-                )));
-            }
+            None if !options.create_if_missing => return Err(no_store(&dir)),
             None => {
                 if let Some(stray) = names.iter().find(|n| {
                     matches!(
@@ -218,6 +225,16 @@ impl Db {
                 }
                 ManifestState::new(1, 0, 0, Vec::new())
             }
+        };
+
+        // Before anything is written: leftover temp files go (they are never named by
+        // a manifest, and after a full disk they hold the space a reopen needs), and
+        // tables the manifest does not name are moved aside, never deleted.
+        let moved_aside = tidy_before_writing(&fs, &dir, &names, &state)?;
+        let names = if moved_aside.is_empty() {
+            names
+        } else {
+            fs.list(&dir)?
         };
 
         // Open every live table; index and filter come into memory now.
@@ -261,6 +278,7 @@ impl Db {
         let recovered = replayed.memtable;
         let last_seq = replayed.last_seq;
         let mut report = replayed.report;
+        report.tables_moved_aside = moved_aside;
         add(&counters.wal_tail_bytes_dropped, report.bytes_dropped());
 
         let mut maint = Maint {
@@ -275,8 +293,7 @@ impl Db {
                 // the memtable's logs, and writes go on appending to the newest. No
                 // manifest change is needed: it already keeps every log from `oldest`.
                 let file = fs.open_append(&filename::wal_path(&dir, newest))?;
-                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
-                remove_obsolete(&fs, &dir, Some(&live), oldest);
+                remove_obsolete(&fs, &dir, None, oldest);
                 report.kept_in_memtable = true;
                 (recovered, oldest, file)
             }
@@ -317,8 +334,7 @@ impl Db {
                 )?;
                 let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
                 fs.sync_dir(&dir)?;
-                let live: HashSet<u64> = inner_version.tables().map(|(_, t)| t.number).collect();
-                remove_obsolete(&fs, &dir, Some(&live), wal_number);
+                remove_obsolete(&fs, &dir, None, wal_number);
                 (Memtable::new(), wal_number, wal_file)
             }
         };
@@ -347,7 +363,7 @@ impl Db {
             wake: Condvar::new(),
             bg_error: Mutex::new(None),
             snapshots: SnapshotList::default(),
-            _lock: file_lock,
+            _lock: Some(file_lock),
             options,
             dir,
         });
@@ -613,6 +629,14 @@ impl Inner {
         self.progress.notify_all();
     }
 
+    /// Refuses every write, flush and compaction of a read-only open.
+    fn check_writable(&self) -> Result<()> {
+        if self.options.read_only {
+            return Err(Error::ReadOnly(self.dir.clone()));
+        }
+        Ok(())
+    }
+
     fn check_bg_error(&self) -> Result<()> {
         match lock(&self.bg_error).as_ref() {
             Some(e) => Err(Error::Closed(format!("writes stopped after an error: {e}"))),
@@ -633,6 +657,7 @@ impl Inner {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.check_writable()?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -875,6 +900,7 @@ impl Inner {
     }
 
     fn flush(&self) -> Result<()> {
+        self.check_writable()?;
         {
             let mut w = lock(&self.writer);
             self.check_bg_error()?;
@@ -930,6 +956,20 @@ impl Inner {
             maint.last_sequence,
         ) {
             self.set_bg_error(&e);
+            // Tables this version adds that no manifest names: delete them now, so a
+            // full disk gets their space back.
+            let old: HashSet<u64> = self
+                .current()
+                .version
+                .tables()
+                .map(|(_, t)| t.number)
+                .collect();
+            let added: Vec<u64> = version
+                .tables()
+                .map(|(_, t)| t.number)
+                .filter(|n| !old.contains(n))
+                .collect();
+            discard_unrecorded(&self.fs, &self.dir, &added);
             return Err(e);
         }
         let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
@@ -1247,15 +1287,35 @@ pub(crate) fn open_table(
 ) -> Result<TableHandle> {
     let path = filename::table_path(dir, number);
     let file = TableFile::cached(cache.slot(path.clone()), counters.clone());
-    let table = Table::open_file(file, policies).map_err(|e| match e {
-        Error::Io(e) => Error::corruption(&path, format!("live table cannot be read: {e}")),
-        other => other,
-    })?;
+    let table = Table::open_file(file, policies).map_err(|e| live_table_error(&path, e))?;
     Ok(TableHandle { number, table })
+}
+
+/// What a failure to open a live table means. A table the manifest names that is
+/// missing, or shorter than its own footer says, is corruption; any other I/O error
+/// (too many open files, permission denied, a full disk, a device error) is the
+/// operating system's refusal, reported as `Error::Io` with the path: the store may
+/// well be sound.
+pub(crate) fn live_table_error(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Error::corruption(path, format!("live table cannot be read: {e}"))
+        }
+        other => other,
+    }
 }
 
 /// Writes `entries` as table `number`: temp name, fsync, rename, directory fsync, open.
 /// `None` if `entries` was empty.
+///
+/// On any failure the files it made are deleted at once: no manifest names the table
+/// yet, so they are garbage, and on a full disk they hold the space the next attempt
+/// (or a reopen) needs.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn build_table(
     fs: &Arc<dyn FileSystem>,
@@ -1270,29 +1330,50 @@ pub(crate) fn build_table(
 ) -> Result<Option<TableHandle>> {
     let tmp = filename::temp_table_path(dir, number);
     let path = filename::table_path(dir, number);
-    let mut builder = TableBuilder::new(
-        fs.create(&tmp)?,
-        tmp.clone(),
-        TableOptions {
-            block_size: options.block_size,
-            restart_interval: options.restart_interval,
-            filter_policy: policy.clone(),
-            prefix_extractor: options.prefix_extractor.clone(),
-        },
-    );
-    for entry in entries {
-        let e = entry?;
-        builder.add(&e.key, e.seq, e.kind, &e.value)?;
+    let mut renamed = false;
+    let built = (|| {
+        let mut builder = TableBuilder::new(
+            fs.create(&tmp)?,
+            tmp.clone(),
+            TableOptions {
+                block_size: options.block_size,
+                restart_interval: options.restart_interval,
+                filter_policy: policy.clone(),
+                prefix_extractor: options.prefix_extractor.clone(),
+            },
+        );
+        for entry in entries {
+            let e = entry?;
+            builder.add(&e.key, e.seq, e.kind, &e.value)?;
+        }
+        if builder.num_entries() == 0 {
+            drop(builder);
+            let _ = fs.remove(&tmp);
+            return Ok(None);
+        }
+        builder.finish()?;
+        fs.rename(&tmp, &path)?;
+        renamed = true;
+        fs.sync_dir(dir)?;
+        open_table(cache, dir, number, counters, policies).map(Some)
+    })();
+    if built.is_err() {
+        let _ = fs.remove(if renamed { &path } else { &tmp });
     }
-    if builder.num_entries() == 0 {
-        drop(builder);
-        let _ = fs.remove(&tmp);
-        return Ok(None);
+    built
+}
+
+/// After a manifest write failed: deletes those of the `added` tables that the
+/// manifest on disk does not name (the write failed before its rename, so they are
+/// garbage). If the manifest cannot be read back, nothing is deleted.
+pub(crate) fn discard_unrecorded(fs: &Arc<dyn FileSystem>, dir: &Path, added: &[u64]) {
+    let Ok(Some(state)) = manifest::read_manifest(fs.as_ref(), dir) else {
+        return;
+    };
+    let named: HashSet<u64> = state.tables().iter().map(|t| t.number).collect();
+    for &number in added.iter().filter(|n| !named.contains(n)) {
+        let _ = fs.remove(&filename::table_path(dir, number));
     }
-    builder.finish()?;
-    fs.rename(&tmp, &path)?;
-    fs.sync_dir(dir)?;
-    open_table(cache, dir, number, counters, policies).map(Some)
 }
 
 /// Writes the manifest for `version` (atomic: temp file, fsync, rename, dir fsync).
@@ -1341,6 +1422,247 @@ pub(crate) fn remove_obsolete(
             let _ = fs.remove(&dir.join(&name));
         }
     }
+}
+
+fn no_store(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "{} holds no bloomkv store and create_if_missing is false",
+        dir.display()
+    ))
+}
+
+/// How many times a read-only open starts again when the store changed under it.
+const READ_ONLY_ATTEMPTS: usize = 20;
+
+/// A read-only open (see [`Options::read_only`]): the manifest's tables are opened and
+/// the logs replayed into the memtable; nothing is written, deleted or locked, and no
+/// background thread runs. A writer may be rotating files meanwhile: when an attempt
+/// fails and the manifest changed while it ran, it starts again.
+fn open_read_only(dir: PathBuf, options: Options) -> Result<Db> {
+    let fs = options.file_system.clone();
+    if !fs.exists(&dir) {
+        return Err(Error::InvalidArgument(format!(
+            "{} does not exist",
+            dir.display()
+        )));
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let before = DirState::read(fs.as_ref(), &dir);
+        let opened = open_read_only_once(&dir, &options);
+        if opened.is_ok() {
+            return opened;
+        }
+        // A table or log that vanished because a writer moved on: read again.
+        let after = DirState::read(fs.as_ref(), &dir);
+        if before.manifest == after.manifest {
+            return opened;
+        }
+        if attempt >= READ_ONLY_ATTEMPTS {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is open by another process that kept changing it: {} file(s) \
+                     rotated while reading, {attempt} attempt(s); try again",
+                    dir.display(),
+                    before.changes(&after)
+                ),
+            )));
+        }
+    }
+}
+
+/// What a reader without the lock compares before and after reading a store to tell
+/// whether a writer changed it meanwhile: the manifest's bytes and the file names.
+/// (Logs grow in place; only a log's last record can be caught half-written, which
+/// the default recovery mode tolerates.)
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct DirState {
+    manifest: Option<Vec<u8>>,
+    names: Vec<String>,
+}
+
+impl DirState {
+    pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> DirState {
+        DirState {
+            manifest: fs.read_all(&filename::manifest_path(dir)).ok(),
+            names: fs.list(dir).unwrap_or_default(),
+        }
+    }
+
+    /// Files that appeared or vanished between `self` and `later`, plus one if the
+    /// manifest was replaced.
+    pub(crate) fn changes(&self, later: &DirState) -> usize {
+        let a: HashSet<&String> = self.names.iter().collect();
+        let b: HashSet<&String> = later.names.iter().collect();
+        a.symmetric_difference(&b).count() + usize::from(self.manifest != later.manifest)
+    }
+}
+
+fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
+    let fs = options.file_system.clone();
+    let counters = Arc::new(Counters::default());
+    let table_cache = TableCache::new(fs.clone(), options.max_open_files);
+    let policy = options.filter_policy()?;
+    let policies = options.known_policies()?;
+    // The logs are listed before the manifest is read. A writer deletes a log only
+    // after a manifest that retires it is in place, so every log the manifest read
+    // below still needs was listed (a log started since holds only newer writes, a
+    // suffix this open does not see). A listed log or named table that vanishes before
+    // it is read fails this attempt, and the caller reads again.
+    let names = fs.list(dir)?;
+    let Some(state) = manifest::read_manifest(fs.as_ref(), dir)? else {
+        return Err(Error::InvalidArgument(format!(
+            "{} holds no bloomkv store (no MANIFEST)",
+            dir.display()
+        )));
+    };
+    let mut version = Version::empty();
+    for meta in state.tables() {
+        let level = meta.level as usize;
+        if level >= NUM_LEVELS {
+            return Err(Error::corruption(
+                filename::manifest_path(dir),
+                format!("table {} on level {level}", meta.number),
+            ));
+        }
+        let handle = open_table(&table_cache, dir, meta.number, &counters, &policies)?;
+        version.levels[level].push(Arc::new(handle));
+    }
+    let version = version.apply(&[], Vec::new());
+    let mut wals: Vec<u64> = names
+        .iter()
+        .filter_map(|n| match parse_file_name(n) {
+            Some(FileKind::Wal(number)) if number >= state.wal_number() => Some(number),
+            _ => None,
+        })
+        .collect();
+    wals.sort_unstable();
+    let replayed = recovery::replay(
+        fs.as_ref(),
+        dir,
+        &wals,
+        options.wal_recovery,
+        state.last_sequence(),
+    )?;
+    let last_seq = replayed.last_seq;
+    add(
+        &counters.wal_tail_bytes_dropped,
+        replayed.report.bytes_dropped(),
+    );
+    let mem_wal = wals.first().copied().unwrap_or(state.wal_number());
+    let inner = Arc::new(Inner {
+        fs,
+        policy,
+        policies,
+        counters,
+        table_cache,
+        next_file_number: AtomicU64::new(state.next_file_number()),
+        view: RwLock::new(Arc::new(View {
+            mem: Arc::new(replayed.memtable),
+            mem_wal,
+            imm: Vec::new(),
+            version: Arc::new(version),
+        })),
+        writer: Mutex::new(Writer {
+            wal: WalWriter::new(Box::new(NoWrites)),
+            next_seq: last_seq + 1,
+        }),
+        visible_seq: AtomicU64::new(last_seq),
+        progress: Condvar::new(),
+        maint: Mutex::new(Maint {
+            compact_pointer: vec![None; NUM_LEVELS],
+            last_sequence: state.last_sequence(),
+        }),
+        signal: Mutex::new(Signal::default()),
+        wake: Condvar::new(),
+        bg_error: Mutex::new(None),
+        snapshots: SnapshotList::default(),
+        _lock: None,
+        options: options.clone(),
+        dir: dir.to_path_buf(),
+    });
+    Ok(Db {
+        inner,
+        worker: Mutex::new(None),
+        recovery: replayed.report,
+    })
+}
+
+/// The log "writer" of a read-only open: every write is refused before it gets here.
+struct NoWrites;
+
+impl crate::fs::WritableFile for NoWrites {
+    fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "the store is open read-only",
+        ))
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Open's first step on an existing store, before it writes anything: deletes leftover
+/// temp files (a table or manifest being written when the store stopped: never named
+/// by a manifest) and moves every table the manifest does not name into `lost/`.
+/// Returns where the moved tables are now.
+///
+/// Such a table is normally the output of a flush or compaction cut short by a crash,
+/// or an input a finished compaction had not yet deleted; either way the named tables
+/// and logs hold its entries. But open cannot prove that (a table written by another
+/// process that got past the lock, or copied in by hand, looks the same), so it keeps
+/// the file where the store no longer reads it and `repair` or a person can.
+fn tidy_before_writing(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    names: &[String],
+    state: &ManifestState,
+) -> Result<Vec<PathBuf>> {
+    let live: HashSet<u64> = state.tables().iter().map(|t| t.number).collect();
+    let mut unlisted = Vec::new();
+    for name in names {
+        match parse_file_name(name) {
+            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => {
+                let path = dir.join(name);
+                match fs.remove(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Some(FileKind::Table(n)) if !live.contains(&n) => unlisted.push(n),
+            _ => {}
+        }
+    }
+    let mut moved = Vec::new();
+    if unlisted.is_empty() {
+        return Ok(moved);
+    }
+    let lost = filename::lost_dir(dir);
+    fs.create_dir_all(&lost)?;
+    for number in unlisted {
+        let to = free_name(fs.as_ref(), &lost, &filename::table_file_name(number));
+        fs.rename(&filename::table_path(dir, number), &to)?;
+        moved.push(to);
+    }
+    fs.sync_dir(&lost)?;
+    fs.sync_dir(dir)?;
+    Ok(moved)
+}
+
+/// A name in `dir` for `name` that no file has yet (`name`, `name.1`, `name.2`, ...).
+pub(crate) fn free_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
+    let mut candidate = dir.join(name);
+    let mut i = 0u32;
+    while fs.exists(&candidate) {
+        i += 1;
+        candidate = dir.join(format!("{name}.{i}"));
+    }
+    candidate
 }
 
 /// The number in a store file's name, if it has one.

@@ -39,6 +39,10 @@ pub enum Error {
     /// The store was closed, or a background task failed and the store stopped writing.
     #[error("database is closed: {0}")]
     Closed(String),
+
+    /// A write, flush or compaction on a store opened with `Options::read_only`.
+    #[error("database {} is open read-only: writes are refused", .0.display())]
+    ReadOnly(PathBuf),
 }
 
 impl Error {

@@ -10,7 +10,8 @@
 //! MANIFEST         the list of live tables (see `manifest`)
 //! MANIFEST.tmp     a manifest being written; renamed to MANIFEST once synced
 //! LOCK             held while a store has the directory open
-//! lost/            tables `repair` found damaged, moved aside (never deleted)
+//! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
+//!                  and ones the manifest does not name (by open)
 //! ```
 //!
 //! File numbers come from one counter (`next_file_number` in the manifest), so a
@@ -26,7 +27,8 @@ pub const MANIFEST: &str = "MANIFEST";
 pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
-/// The directory `repair` moves damaged tables into.
+/// The directory damaged tables (`repair`) and tables no manifest names (open) are
+/// moved into.
 pub const LOST_DIR: &str = "lost";
 
 const TABLE_SUFFIX: &str = ".sst";

@@ -71,12 +71,19 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn exists(&self, path: &Path) -> bool;
     /// Takes an exclusive advisory lock on `path` (created if missing), held until the
     /// returned guard is dropped. Fails with `WouldBlock` if another holder has it.
+    ///
+    /// [`OsFileSystem`] also locks the directory holding `path`, and checks the
+    /// directory lock first: deleting the lock file while a store is open does not let
+    /// a second opener in, because the directory cannot be deleted while it holds the
+    /// store's files.
     fn lock(&self, path: &Path) -> io::Result<FileLock>;
 }
 
-/// An exclusive lock on a file, released on drop.
+/// An exclusive lock on a file (and, on the OS file system, on its directory),
+/// released on drop.
 pub struct FileLock {
     _file: Option<File>,
+    _dir: Option<File>,
     path: PathBuf,
 }
 
@@ -85,6 +92,7 @@ impl FileLock {
     pub fn detached(path: &Path) -> FileLock {
         FileLock {
             _file: None,
+            _dir: None,
             path: path.to_path_buf(),
         }
     }
@@ -107,27 +115,39 @@ impl fmt::Debug for FileLock {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct OsFileSystem;
 
-struct OsWritable(File);
+/// Wraps an operating-system error with the operation and the path it failed on,
+/// keeping its kind: "create /data/000042.sst.tmp: No space left on device (os error
+/// 28)" rather than the bare reason.
+fn at<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> io::Error + 'a {
+    move |e| io::Error::new(e.kind(), format!("{op} {}: {e}", path.display()))
+}
+
+struct OsWritable(File, PathBuf);
 
 impl WritableFile for OsWritable {
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.0.write_all(buf)
+        self.0.write_all(buf).map_err(at("write", &self.1))
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        self.0.sync_data()
+        self.0.sync_data().map_err(at("fsync", &self.1))
     }
 }
 
-struct OsRandom(File);
+struct OsRandom(File, PathBuf);
 
 impl RandomAccessFile for OsRandom {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        FileExt::read_exact_at(&self.0, buf, offset)
+        FileExt::read_exact_at(&self.0, buf, offset).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("read {} at offset {offset}: {e}", self.1.display()),
+            )
+        })
     }
 
     fn len(&self) -> io::Result<u64> {
-        Ok(self.0.metadata()?.len())
+        Ok(self.0.metadata().map_err(at("stat", &self.1))?.len())
     }
 
     fn drop_cache(&self) -> io::Result<()> {
@@ -168,43 +188,61 @@ impl FileSystem for OsFileSystem {
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)?;
-        Ok(Box::new(OsWritable(file)))
+            .open(path)
+            .map_err(at("create", path))?;
+        Ok(Box::new(OsWritable(file, path.to_path_buf())))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new().append(true).open(path)?;
-        Ok(Box::new(OsWritable(file)))
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(at("open for append", path))?;
+        Ok(Box::new(OsWritable(file, path.to_path_buf())))
     }
 
     fn open_random(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
-        Ok(Arc::new(OsRandom(File::open(path)?)))
+        let file = File::open(path).map_err(at("open", path))?;
+        Ok(Arc::new(OsRandom(file, path.to_path_buf())))
     }
 
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
-        fs::read(path)
+        fs::read(path).map_err(at("read", path))
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
+        fs::rename(from, to).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("rename {} to {}: {e}", from.display(), to.display()),
+            )
+        })
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        fs::remove_file(path).map_err(at("delete", path))
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        File::open(dir)?.sync_all()
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(at("fsync directory", dir))
     }
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        fs::create_dir_all(dir)
+        fs::create_dir_all(dir).map_err(at("create directory", dir))
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
-        for entry in fs::read_dir(dir)? {
-            names.push(entry?.file_name().to_string_lossy().into_owned());
+        for entry in fs::read_dir(dir).map_err(at("list", dir))? {
+            names.push(
+                entry
+                    .map_err(at("list", dir))?
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned(),
+            );
         }
         names.sort();
         Ok(names)
@@ -215,22 +253,39 @@ impl FileSystem for OsFileSystem {
     }
 
     fn lock(&self, path: &Path) -> io::Result<FileLock> {
+        // The directory first: its lock survives a user deleting the lock file, so a
+        // second opener is refused even then. The file is locked too, for openers that
+        // lock only the file (earlier versions of the store).
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let dir = File::open(parent).map_err(at("open directory", parent))?;
+        try_lock(&dir)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(FileLock {
-                _file: Some(file),
-                path: path.to_path_buf(),
-            }),
-            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "lock held by another instance",
-            )),
-            Err(fs::TryLockError::Error(e)) => Err(e),
-        }
+            .open(path)
+            .map_err(at("create", path))?;
+        try_lock(&file)?;
+        Ok(FileLock {
+            _file: Some(file),
+            _dir: Some(dir),
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// An exclusive `flock` on `file`, or `WouldBlock` if another holder has one.
+fn try_lock(file: &File) -> io::Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "lock held by another instance",
+        )),
+        Err(fs::TryLockError::Error(e)) => Err(e),
     }
 }

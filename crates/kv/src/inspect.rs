@@ -4,6 +4,12 @@
 //! lock, write nothing and replay nothing, so they are safe on a damaged store (and on
 //! one another process has open). `inspect` stops at the first file it cannot read and
 //! says which; `verify` reads everything and lists every problem by file and offset.
+//!
+//! On a store another process is writing, files come and go while they read (a flush
+//! retires a log, a compaction its input tables). Each compares the manifest and the
+//! file names before and after reading; if they changed and something failed, it
+//! reads again, up to [`ATTEMPTS`] times. A store that never holds still that long is
+//! reported as busy (`VerifyReport::settled` is `false`), never as corrupt.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -13,6 +19,7 @@ use bloomkv_filter::FilterInfo;
 use bytes::Bytes;
 use serde::Serialize;
 
+use crate::db::{live_table_error, DirState};
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileSystem, OsFileSystem};
@@ -175,6 +182,41 @@ fn load_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<ManifestState> {
 /// Fails with the first file that does not validate, naming it.
 pub fn inspect(dir: &Path) -> Result<StoreInfo> {
     let fs = OsFileSystem;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let before = DirState::read(&fs, dir);
+        match inspect_once(&fs, dir) {
+            Ok(info) => return Ok(info),
+            Err(e) => {
+                let after = DirState::read(&fs, dir);
+                if before == after {
+                    return Err(e);
+                }
+                if attempt >= ATTEMPTS {
+                    return Err(busy(dir, attempt, before.changes(&after)));
+                }
+            }
+        }
+    }
+}
+
+/// How many times `inspect` and `verify` read a store that changes under them.
+pub const ATTEMPTS: usize = 20;
+
+fn busy(dir: &Path, attempts: usize, changes: usize) -> Error {
+    Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ResourceBusy,
+        format!(
+            "{} is open by another process: {changes} file(s) rotated while reading, \
+             {attempts} attempt(s); try again",
+            dir.display()
+        ),
+    ))
+}
+
+fn inspect_once(fs: &OsFileSystem, dir: &Path) -> Result<StoreInfo> {
+    let fs = *fs;
     let state = load_manifest(&fs, dir)?;
     let policies = Options::default().known_policies()?;
     let counters = Arc::new(Counters::default());
@@ -183,7 +225,7 @@ pub fn inspect(dir: &Path) -> Result<StoreInfo> {
         let path = filename::table_path(dir, meta.number);
         let file = fs
             .open_random(&path)
-            .map_err(|e| Error::corruption(&path, format!("live table cannot be opened: {e}")))?;
+            .map_err(|e| live_table_error(&path, e.into()))?;
         let table = Table::open(file, path, counters.clone(), &policies)?;
         tables.push(TableInfo::of(meta.level as usize, meta.number, &table));
     }
@@ -231,6 +273,14 @@ pub struct VerifyReport {
     pub notes: Vec<String>,
     /// What each `WalRecovery` mode would do with the store's logs, default first.
     pub recovery: Vec<ModeVerdict>,
+    /// Whether the store held still while it was read. `false`: another process kept
+    /// changing it through every attempt; nothing is known (the problems are empty).
+    pub settled: bool,
+    /// Reads of the store this report took (more than one when a writer changed the
+    /// store while a read failed).
+    pub attempts: usize,
+    /// Files that appeared or vanished under the failed reads.
+    pub rotated: usize,
 }
 
 /// What opening the store under one `WalRecovery` mode would do with its logs.
@@ -248,14 +298,22 @@ pub struct ModeVerdict {
 }
 
 impl VerifyReport {
-    /// No problems found.
+    /// The store held still long enough to be read, and no problem was found.
     pub fn is_clean(&self) -> bool {
-        self.problems.is_empty()
+        self.settled && self.problems.is_empty()
     }
 }
 
 impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.settled {
+            return writeln!(
+                f,
+                "the store is open by another process: {} file(s) rotated while reading, \
+                 {} attempt(s); nothing verified, try again",
+                self.rotated, self.attempts
+            );
+        }
         for n in &self.notes {
             writeln!(f, "note: {n}")?;
         }
@@ -316,6 +374,29 @@ impl fmt::Display for VerifyReport {
 /// [`VerifyReport`].
 pub fn verify(dir: &Path) -> Result<VerifyReport> {
     let fs = OsFileSystem;
+    let mut rotated = 0;
+    for attempt in 1..=ATTEMPTS {
+        let before = DirState::read(&fs, dir);
+        let mut report = verify_once(&fs, dir)?;
+        let after = DirState::read(&fs, dir);
+        if report.problems.is_empty() || before == after {
+            report.settled = true;
+            report.attempts = attempt;
+            report.rotated = rotated;
+            return Ok(report);
+        }
+        rotated += before.changes(&after);
+    }
+    Ok(VerifyReport {
+        settled: false,
+        attempts: ATTEMPTS,
+        rotated,
+        ..VerifyReport::default()
+    })
+}
+
+fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
+    let fs = *fs;
     if !fs.exists(dir) {
         return Err(Error::InvalidArgument(format!(
             "{} does not exist",
@@ -367,11 +448,14 @@ pub fn verify(dir: &Path) -> Result<VerifyReport> {
                     });
                 }
             }
-            Err(e) => report.problems.push(Problem {
+            // A missing table is damage; any other refusal (permissions, too many
+            // open files) says nothing about the store: an error, not a finding.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => report.problems.push(Problem {
                 file: path,
                 offset: None,
                 what: format!("live table cannot be opened: {e}"),
             }),
+            Err(e) => return Err(e.into()),
         }
     }
     let first_wal = state.as_ref().map(|s| s.wal_number()).unwrap_or(0);

@@ -6,7 +6,10 @@
 use std::fmt;
 use std::sync::Arc;
 
-use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
+use bloomkv_filter::{
+    BloomPolicy, FilterError, FilterPolicy, KeyHash, RibbonPolicy, MAX_BITS_PER_KEY,
+    MIN_BITS_PER_KEY,
+};
 
 use crate::error::{Error, Result};
 use crate::filter_plan::FilterAllocation;
@@ -147,6 +150,14 @@ pub struct Options {
     /// record the extractor's name; one written under another is scanned without its
     /// prefix filter. Default `None`.
     pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
+    /// Open without writing anything (RocksDB's `OpenForReadOnly`): no lock is taken
+    /// and no file is created, changed or deleted; the logs are replayed into memory
+    /// only; writes, flushes and compactions return `Error::ReadOnly`. Works on a
+    /// read-only mount or without write permission, and beside one writer and any
+    /// number of other read-only openers: it reads the store as it was when it opened
+    /// (a table the writer deletes later stays readable while its file is open, up to
+    /// `max_open_files`). `create_if_missing` is ignored. Default `false`.
+    pub read_only: bool,
 }
 
 /// Deepest level a table can live on (L0 .. L6, as in LevelDB).
@@ -191,6 +202,7 @@ impl Default for Options {
             bloom_before_level: 0,
             wal_recovery: WalRecovery::TolerateCorruptTail,
             prefix_extractor: None,
+            read_only: false,
         }
     }
 }
@@ -237,17 +249,23 @@ impl fmt::Debug for Options {
                 "prefix_extractor",
                 &self.prefix_extractor.as_ref().map(|p| p.name().to_string()),
             )
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
 
 impl Options {
-    /// Checks every field; the first bad one is reported as `InvalidArgument`.
+    /// Checks every field; the first bad one is reported as `InvalidArgument`, with one
+    /// message. Everything `Db::open` would refuse about the options themselves is
+    /// refused here (the filter policies are built and a custom one's hash contract is
+    /// checked), so a program can check its configuration before it opens anything.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidArgument(what));
-        if !self.bits_per_key.is_finite() || self.bits_per_key <= 0.0 || self.bits_per_key > 100.0 {
+        // Checked whatever the filter kind: tables written under another setting are
+        // still read with a policy of this many bits per key.
+        if !(MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&self.bits_per_key) {
             return bad(format!(
-                "bits_per_key must be a number in (0, 100], got {}",
+                "bits_per_key must be a number in {MIN_BITS_PER_KEY}..={MAX_BITS_PER_KEY}, got {}",
                 self.bits_per_key
             ));
         }
@@ -292,6 +310,8 @@ impl Options {
         if self.block_size > 16 << 20 {
             return bad(format!("block_size {} exceeds 16 MiB", self.block_size));
         }
+        self.filter_policy()?;
+        self.known_policies()?;
         Ok(())
     }
 
@@ -303,18 +323,15 @@ impl Options {
                 check_hash_contract(policy.as_ref())?;
                 Arc::clone(policy)
             }
-            FilterKind::CacheLocalBloom => Arc::new(
-                BloomPolicy::cache_local(self.bits_per_key)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-            ),
-            FilterKind::StandardBloom => Arc::new(
-                BloomPolicy::standard(self.bits_per_key)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-            ),
-            FilterKind::Ribbon => Arc::new(
-                RibbonPolicy::new(self.bits_per_key)
-                    .map_err(|e| Error::InvalidArgument(e.to_string()))?,
-            ),
+            FilterKind::CacheLocalBloom => {
+                Arc::new(BloomPolicy::cache_local(self.bits_per_key).map_err(filter_error)?)
+            }
+            FilterKind::StandardBloom => {
+                Arc::new(BloomPolicy::standard(self.bits_per_key).map_err(filter_error)?)
+            }
+            FilterKind::Ribbon => {
+                Arc::new(RibbonPolicy::new(self.bits_per_key).map_err(filter_error)?)
+            }
         };
         Ok(Some(policy))
     }
@@ -323,7 +340,7 @@ impl Options {
     /// table written under another setting is still read with its filter.
     pub(crate) fn known_policies(&self) -> Result<Vec<Arc<dyn FilterPolicy>>> {
         let bpk = self.bits_per_key;
-        let to_err = |e: bloomkv_filter::FilterError| Error::InvalidArgument(e.to_string());
+        let to_err = filter_error;
         let mut policies: Vec<Arc<dyn FilterPolicy>> = Vec::new();
         // The policy writing new tables first, so its name finds it before a
         // same-named registered one.
@@ -344,6 +361,14 @@ impl Options {
             bytes = bytes.saturating_mul(self.level_size_multiplier);
         }
         bytes
+    }
+}
+
+/// A filter's refusal as the store's: one "invalid argument: ..." prefix, not two.
+fn filter_error(e: FilterError) -> Error {
+    match e {
+        FilterError::InvalidArgument(m) => Error::InvalidArgument(m),
+        other => Error::InvalidArgument(other.to_string()),
     }
 }
 

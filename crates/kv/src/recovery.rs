@@ -26,7 +26,7 @@
 //! log starts (see `Db::open`).
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -126,6 +126,11 @@ pub struct RecoveryReport {
     /// for appending (`true`), or were written to a level-0 table with a fresh log
     /// started (`false`).
     pub kept_in_memtable: bool,
+    /// Table files the manifest does not name, found at open and moved into `lost/`
+    /// (where they are now). Open never deletes a table it cannot prove is garbage:
+    /// such a table is usually the output of a flush or compaction cut short by a
+    /// crash, whose entries the named tables and logs still hold.
+    pub tables_moved_aside: Vec<PathBuf>,
 }
 
 impl RecoveryReport {
@@ -136,6 +141,7 @@ impl RecoveryReport {
             wals: Vec::new(),
             dropped: Vec::new(),
             kept_in_memtable: false,
+            tables_moved_aside: Vec::new(),
         }
     }
 
@@ -164,6 +170,13 @@ impl fmt::Display for RecoveryReport {
             self.records_replayed(),
             self.wals.len()
         )?;
+        for moved in &self.tables_moved_aside {
+            write!(
+                f,
+                "; a table the manifest does not name was moved to {}",
+                moved.display()
+            )?;
+        }
         if self.is_clean() {
             return write!(f, ", dropped nothing");
         }

@@ -23,10 +23,11 @@
 //!
 //! Crash safety: nothing the old state needs is changed before the new manifest is
 //! durable, except tables that fail verification, which are renamed into `lost/`
-//! (and both directories fsynced) first — after the commit point an unlisted table
-//! would be deleted as obsolete. A crash before the commit point leaves new tables
-//! that no manifest names: with a usable manifest they are ignored and deleted by the
-//! next open; without one, the next repair reads them as inputs, and they only repeat
+//! (and both directories fsynced) first — after the commit point repair deletes the
+//! tables the new manifest does not name. A crash before the commit point leaves new
+//! tables that no manifest names: with a usable manifest they are ignored, and the
+//! next open moves them into `lost/`; without one, the next repair reads them as
+//! inputs, and they only repeat
 //! entries (same keys, same sequence numbers) that the other inputs still hold.
 //!
 //! Limit: without a usable manifest, repair cannot tell a live table from one that a
@@ -43,7 +44,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::{build_table, file_number, open_table, remove_obsolete, write_state};
+use crate::db::{build_table, file_number, free_name, open_table, remove_obsolete, write_state};
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::FileSystem;
@@ -368,17 +369,6 @@ fn level_for(options: &Options, bytes: u64) -> usize {
     (1..NUM_LEVELS)
         .find(|&l| options.max_bytes_for_level(l) >= bytes)
         .unwrap_or(NUM_LEVELS - 1)
-}
-
-/// A name in `dir` for `name` that no file has yet (`name`, `name.1`, `name.2`, ...).
-fn free_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf {
-    let mut candidate = dir.join(name);
-    let mut i = 0u32;
-    while fs.exists(&candidate) {
-        i += 1;
-        candidate = dir.join(format!("{name}.{i}"));
-    }
-    candidate
 }
 
 /// Merges the sound tables and the replayed writes into new tables of about

@@ -7,6 +7,9 @@
 //!
 //! * `Error`: the operation returns an I/O error;
 //! * `ShortWrite`: an append writes half its bytes, then errors (appends only);
+//! * `NoSpace`: from the chosen append on, the disk is full (every create and append
+//!   fails) until the run ends; no temp file may be left, and the checks then run on
+//!   the same files with space freed (appends only);
 //! * `PowerLoss`: the operation and everything after it fail, then the file system
 //!   forgets what was not durable (unsynced bytes, or a random prefix of them;
 //!   directory entries not synced) and the store is reopened — sometimes crashing a
@@ -384,7 +387,7 @@ struct Tally {
 
 fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tally) {
     let (mem, fs) = fresh();
-    let kinds: &[OpKind] = if fault == Fault::ShortWrite {
+    let kinds: &[OpKind] = if matches!(fault, Fault::ShortWrite | Fault::NoSpace) {
         &[OpKind::Append]
     } else {
         &[]
@@ -418,7 +421,13 @@ fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tall
             verify(&mem, &out, sync, &when);
         }
         Fault::Panic => panic!("the sweep injects no panics"),
-        Fault::Error | Fault::ShortWrite => {
+        Fault::Error | Fault::ShortWrite | Fault::NoSpace => {
+            if fault == Fault::NoSpace {
+                // A full disk leaves no temp file behind, even before any reopen.
+                let names = mem.list(std::path::Path::new(DIR)).unwrap_or_default();
+                let temps: Vec<&String> = names.iter().filter(|n| n.ends_with(".tmp")).collect();
+                assert!(temps.is_empty(), "{when}: {temps:?}");
+            }
             // The program restarts on the same files...
             let crashed = mem.deep_copy();
             verify(&mem, &out, sync, &format!("{when}, restart"));
@@ -436,7 +445,7 @@ fn one_point(steps: &[Step], sync: bool, fault: Fault, at: u64, tally: &mut Tall
 fn sweep(sync: bool, fault: Fault, stride: u64) -> Tally {
     let steps = workload();
     let (ops, appends) = count_ops(&steps, sync);
-    let points = if fault == Fault::ShortWrite {
+    let points = if matches!(fault, Fault::ShortWrite | Fault::NoSpace) {
         appends
     } else {
         ops
@@ -490,6 +499,17 @@ fn io_errors_at_a_share_of_the_points_lose_no_synced_write() {
 #[test]
 fn short_writes_at_a_share_of_the_points_lose_no_synced_write() {
     sweep(true, Fault::ShortWrite, 11);
+}
+
+#[test]
+fn a_full_disk_at_a_share_of_the_appends_loses_no_synced_write() {
+    sweep(true, Fault::NoSpace, 11);
+}
+
+#[test]
+#[ignore = "full sweep: minutes; run with --release -- --ignored"]
+fn a_full_disk_at_every_append_loses_no_synced_write() {
+    sweep(true, Fault::NoSpace, 1);
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! | `Error` | returns an I/O error, does nothing | works normally |
 //! | `ShortWrite` | an append writes part of its bytes, then errors | works normally |
 //! | `PowerLoss` | nothing happens; the operation errors | every operation errors |
+//! | `NoSpace` | a create or append errors with `StorageFull` | every create and append does (the disk is full); the rest works |
 //!
 //! After a `PowerLoss` the test drops the store, calls
 //! [`MemFileSystem::power_loss`](super::mem::MemFileSystem::power_loss) to throw away
@@ -113,6 +114,10 @@ pub enum Fault {
     /// The operation panics: for testing that a panic in the store's background work
     /// reaches writers as an error instead of a silent stall.
     Panic,
+    /// The disk fills up: from this operation on, every create and append fails with
+    /// [`io::ErrorKind::StorageFull`] and has no effect, until the plan is changed
+    /// (space freed). Reads, renames, deletions and syncs go on working.
+    NoSpace,
 }
 
 /// Which operation fails, and how.
@@ -161,6 +166,8 @@ struct Shared {
     total: AtomicU64,
     fired: AtomicBool,
     dead: AtomicBool,
+    /// The disk is full ([`Fault::NoSpace`] fired).
+    full: AtomicBool,
     /// Kinds of the operations seen, in order, when recording.
     log: Mutex<Option<Vec<OpKind>>>,
 }
@@ -170,6 +177,7 @@ enum Verdict {
     Go,
     Fail,
     Short,
+    Full,
 }
 
 impl Shared {
@@ -182,6 +190,10 @@ impl Shared {
             return Verdict::Fail;
         }
         self.total.fetch_add(1, Ordering::SeqCst);
+        let fills = matches!(kind, OpKind::Create | OpKind::Append);
+        if fills && self.full.load(Ordering::SeqCst) {
+            return Verdict::Full;
+        }
         if let Some(log) = self.log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             log.push(kind);
         }
@@ -206,6 +218,14 @@ impl Shared {
                 drop(plan);
                 panic!("injected panic at {kind:?}");
             }
+            Fault::NoSpace => {
+                self.full.store(true, Ordering::SeqCst);
+                if fills {
+                    Verdict::Full
+                } else {
+                    Verdict::Go
+                }
+            }
         }
     }
 
@@ -213,12 +233,20 @@ impl Shared {
         match self.check(kind) {
             Verdict::Go => Ok(()),
             Verdict::Fail | Verdict::Short => Err(injected(kind)),
+            Verdict::Full => Err(no_space(kind)),
         }
     }
 }
 
 fn injected(kind: OpKind) -> io::Error {
     io::Error::other(format!("injected fault at {kind:?}"))
+}
+
+fn no_space(kind: OpKind) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::StorageFull,
+        format!("injected full disk at {kind:?}: no space left on device"),
+    )
 }
 
 /// A [`FileSystem`] that forwards to another one, counting operations and injecting
@@ -239,6 +267,7 @@ impl FaultFileSystem {
                 total: AtomicU64::new(0),
                 fired: AtomicBool::new(false),
                 dead: AtomicBool::new(false),
+                full: AtomicBool::new(false),
                 log: Mutex::new(None),
             }),
         }
@@ -251,6 +280,7 @@ impl FaultFileSystem {
         self.shared.total.store(0, Ordering::SeqCst);
         self.shared.fired.store(false, Ordering::SeqCst);
         self.shared.dead.store(false, Ordering::SeqCst);
+        self.shared.full.store(false, Ordering::SeqCst);
     }
 
     /// Operations seen since the plan was set (all kinds; none after a power loss).
@@ -299,6 +329,7 @@ impl WritableFile for FaultWritable {
         match self.shared.check(OpKind::Append) {
             Verdict::Go => self.inner.append(buf),
             Verdict::Fail => Err(injected(OpKind::Append)),
+            Verdict::Full => Err(no_space(OpKind::Append)),
             Verdict::Short => {
                 self.inner.append(&buf[..buf.len() / 2])?;
                 Err(io::Error::new(
@@ -462,6 +493,28 @@ mod tests {
         assert!(fs.list(Path::new("/d")).is_err());
         fs.set_plan(FaultPlan::none());
         assert!(fs.list(Path::new("/d")).is_ok());
+    }
+
+    #[test]
+    fn a_full_disk_fails_every_create_and_append_until_space_is_freed() {
+        let (_, fs) = setup();
+        let mut f = fs.create(Path::new("/d/a")).unwrap();
+        fs.set_plan(FaultPlan::nth(2, &[OpKind::Append], Fault::NoSpace));
+        f.append(b"1").unwrap();
+        let err = f.append(b"2").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::StorageFull);
+        assert_eq!(
+            f.append(b"3").unwrap_err().kind(),
+            io::ErrorKind::StorageFull
+        );
+        let err = fs.create(Path::new("/d/b")).err().map(|e| e.kind());
+        assert_eq!(err, Some(io::ErrorKind::StorageFull));
+        f.sync().unwrap();
+        fs.remove(Path::new("/d/a")).unwrap();
+        assert_eq!(fs.list(Path::new("/d")).unwrap(), Vec::<String>::new());
+        fs.set_plan(FaultPlan::none());
+        fs.create(Path::new("/d/b")).unwrap().append(b"4").unwrap();
+        assert_eq!(fs.read_all(Path::new("/d/b")).unwrap(), b"4");
     }
 
     #[test]

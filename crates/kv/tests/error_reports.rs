@@ -1,0 +1,141 @@
+//! Errors that say what happened: an operating system's refusal is `Error::Io` with
+//! the operation and the path, not corruption; a bad option is refused by
+//! `Options::validate` with the one message `Db::open` would give.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
+use bloomkv_kv::fs::mem::MemFileSystem;
+use bloomkv_kv::fs::FileSystem;
+use bloomkv_kv::{Db, Error, FilterKind, Options};
+
+#[test]
+fn validate_refuses_what_open_refuses_with_one_message() {
+    let cases: Vec<(&str, Options)> = vec![
+        (
+            "bits_per_key",
+            Options {
+                bits_per_key: 0.5,
+                ..Options::default()
+            },
+        ),
+        (
+            "bits_per_key",
+            Options {
+                bits_per_key: 0.5,
+                filter: FilterKind::None,
+                ..Options::default()
+            },
+        ),
+        (
+            "bits_per_key",
+            Options {
+                bits_per_key: f64::NAN,
+                ..Options::default()
+            },
+        ),
+        (
+            "bits_per_key",
+            Options {
+                bits_per_key: 100.5,
+                filter: FilterKind::StandardBloom,
+                ..Options::default()
+            },
+        ),
+        (
+            "memtable_size",
+            Options {
+                memtable_size: 0,
+                ..Options::default()
+            },
+        ),
+    ];
+    for (field, options) in cases {
+        let checked = options.validate().unwrap_err();
+        let dir = tempfile::tempdir().unwrap();
+        let opened = Db::open(dir.path(), options.clone()).unwrap_err();
+        let (Error::InvalidArgument(a), Error::InvalidArgument(b)) = (&checked, &opened) else {
+            panic!("{options:?}: {checked:?} / {opened:?}");
+        };
+        assert_eq!(a, b, "validate and open say the same");
+        assert!(a.contains(field), "{a}");
+        let text = opened.to_string();
+        assert_eq!(
+            text.matches("invalid argument").count(),
+            1,
+            "one prefix: {text}"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "refused before anything is written"
+        );
+    }
+    for bpk in [1.0, 10.0, 100.0] {
+        Options {
+            bits_per_key: bpk,
+            ..Options::default()
+        }
+        .validate()
+        .unwrap();
+    }
+}
+
+/// A store on an in-memory disk with one table, and the fault layer in front of it.
+fn store_with_a_table() -> (MemFileSystem, FaultFileSystem, Options) {
+    let mem = MemFileSystem::new();
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let db = Db::open("/db", options.clone()).unwrap();
+    db.put("k", "v").unwrap();
+    db.flush().unwrap();
+    db.close().unwrap();
+    (mem, fs, options)
+}
+
+#[test]
+fn a_live_table_the_os_refuses_to_open_is_an_io_error_not_corruption() {
+    let (_, fs, options) = store_with_a_table();
+    // What "Too many open files" or "Permission denied" look like to the store.
+    fs.set_plan(FaultPlan::nth(1, &[OpKind::OpenRandom], Fault::Error));
+    match Db::open("/db", options.clone()) {
+        Err(Error::Io(e)) => assert!(e.to_string().contains("injected"), "{e}"),
+        other => panic!("expected Io, got {other:?}"),
+    }
+    assert!(fs.fired());
+    fs.set_plan(FaultPlan::none());
+    let db = Db::open("/db", options).unwrap();
+    assert_eq!(db.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
+fn a_missing_live_table_is_corruption() {
+    let (mem, _, options) = store_with_a_table();
+    let table = mem
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|n| n.ends_with(".sst"))
+        .unwrap();
+    mem.remove(&Path::new("/db").join(&table)).unwrap();
+    match Db::open("/db", options) {
+        Err(Error::Corruption { file, .. }) => assert!(file.ends_with(&table)),
+        other => panic!("expected Corruption, got {other:?}"),
+    }
+}
+
+#[test]
+fn os_errors_name_the_operation_and_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_dir = dir.path().join("notes.txt");
+    std::fs::write(&not_a_dir, "not a store").unwrap();
+    let e = Db::open(&not_a_dir, Options::default()).unwrap_err();
+    assert!(matches!(e, Error::Io(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(text.contains(&*not_a_dir.to_string_lossy()), "{text}");
+    assert!(text.contains("create") || text.contains("list"), "{text}");
+}

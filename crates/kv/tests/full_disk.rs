@@ -1,0 +1,212 @@
+//! A full disk: the store stops taking writes with a clear error, leaves no temp files
+//! behind, keeps serving reads, and opens again with every acknowledged write once
+//! space is freed.
+//!
+//! The disk is an in-memory file system behind a fault-injecting one whose
+//! `Fault::NoSpace` makes every create and append fail with `StorageFull` from a chosen
+//! append on, until the plan is reset ("space freed").
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
+use bloomkv_kv::fs::mem::MemFileSystem;
+use bloomkv_kv::fs::FileSystem;
+use bloomkv_kv::{Db, Error, Options};
+
+const DIR: &str = "/db";
+
+fn opts(fs: &FaultFileSystem) -> Options {
+    Options {
+        file_system: Arc::new(fs.clone()),
+        memtable_size: 8 << 10,
+        target_file_size: 16 << 10,
+        level1_max_bytes: 32 << 10,
+        ..Options::default()
+    }
+}
+
+fn temp_files(fs: &MemFileSystem) -> Vec<String> {
+    fs.list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".tmp"))
+        .collect()
+}
+
+fn value(i: u32) -> String {
+    format!("value-{i:06}-{}", "x".repeat(40))
+}
+
+/// Writes until the disk fills at the `full_at`-th append; returns how many writes
+/// were acknowledged.
+fn fill(fs: &FaultFileSystem, full_at: u64) -> u32 {
+    let db = Db::open(DIR, opts(fs)).unwrap();
+    fs.set_plan(FaultPlan::nth(full_at, &[OpKind::Append], Fault::NoSpace));
+    let mut acked = 0;
+    let mut refused = None;
+    for i in 0..20_000u32 {
+        match db.put(format!("key{i:06}"), value(i)) {
+            Ok(()) => acked = i + 1,
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("the disk fills before 20,000 writes");
+    assert!(
+        matches!(e, Error::Io(_) | Error::Closed(_)),
+        "a full disk is an I/O error: {e:?}"
+    );
+    assert!(e.to_string().contains("space"), "says why: {e}");
+    // Refused from now on, with the same reason; reads go on.
+    let again = db.put("one more", "x").unwrap_err();
+    assert!(again.to_string().contains("space"), "{again}");
+    for i in (0..acked).step_by(97) {
+        assert_eq!(
+            db.get(format!("key{i:06}")).unwrap().as_deref(),
+            Some(value(i).as_bytes()),
+            "reads go on after the disk filled"
+        );
+    }
+    drop(db);
+    acked
+}
+
+#[test]
+fn a_full_disk_loses_no_acknowledged_write_and_leaves_no_temp_files() {
+    // The disk fills at different points: in the log, in a flush, in a compaction.
+    for full_at in [3, 40, 150, 400, 900, 1500] {
+        let mem = MemFileSystem::new();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        let acked = fill(&fs, full_at);
+        assert!(fs.fired(), "full_at {full_at}");
+        assert_eq!(temp_files(&mem), Vec::<String>::new(), "full_at {full_at}");
+
+        // Reopening while the disk is still full may fail, but never adds a temp file.
+        for _ in 0..3 {
+            if let Err(e) = Db::open(DIR, opts(&fs)) {
+                assert!(matches!(e, Error::Io(_)), "full_at {full_at}: {e:?}");
+            }
+            assert_eq!(temp_files(&mem), Vec::<String>::new(), "full_at {full_at}");
+        }
+
+        // Space freed: the store opens with every acknowledged write. Failed builds
+        // deleted their outputs at once, so none is left over to be moved aside.
+        fs.set_plan(FaultPlan::none());
+        let db = Db::open(DIR, opts(&fs)).unwrap();
+        assert_eq!(
+            db.recovery_report().tables_moved_aside,
+            Vec::<std::path::PathBuf>::new(),
+            "full_at {full_at}"
+        );
+        for i in 0..acked {
+            assert_eq!(
+                db.get(format!("key{i:06}")).unwrap().as_deref(),
+                Some(value(i).as_bytes()),
+                "full_at {full_at}: key{i:06} of {acked} acknowledged"
+            );
+        }
+        db.put("after", "freed").unwrap();
+        db.close().unwrap();
+    }
+}
+
+#[test]
+fn open_removes_stale_temp_files_before_it_writes_anything() {
+    let mem = MemFileSystem::new();
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let options = Options {
+        memtable_size: 4 << 10,
+        ..opts(&fs)
+    };
+    let db = Db::open(DIR, options.clone()).unwrap();
+    db.put("flushed", "1").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    // More log than a memtable holds: the next open must write a table.
+    let big = Options {
+        memtable_size: 1 << 20,
+        ..options.clone()
+    };
+    let db = Db::open(DIR, big).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("key{i:06}"), value(i)).unwrap();
+    }
+    drop(db);
+    // What earlier failed attempts on a full disk left behind.
+    for name in ["000900.sst.tmp", "000901.sst.tmp", "MANIFEST.tmp"] {
+        let mut f = fs.create(&Path::new(DIR).join(name)).unwrap();
+        f.append(&[7u8; 4096]).unwrap();
+    }
+
+    // The disk is full from the first file the open creates.
+    fs.set_plan(FaultPlan::nth(1, &[OpKind::Create], Fault::NoSpace));
+    let e = Db::open(DIR, options.clone()).unwrap_err();
+    assert!(matches!(e, Error::Io(_)), "{e:?}");
+    assert_eq!(temp_files(&mem), Vec::<String>::new());
+
+    fs.set_plan(FaultPlan::none());
+    let db = Db::open(DIR, options).unwrap();
+    assert_eq!(db.get("flushed").unwrap().as_deref(), Some(&b"1"[..]));
+    for i in 0..200u32 {
+        assert_eq!(
+            db.get(format!("key{i:06}")).unwrap().as_deref(),
+            Some(value(i).as_bytes())
+        );
+    }
+}
+
+#[test]
+fn a_table_build_that_fills_the_disk_removes_its_temp_file_at_once() {
+    // Fill the disk at each append of a flush: in the table's data, its filter, its
+    // footer, or the manifest after it.
+    let mut points = 0;
+    for full_at in 1.. {
+        let mem = MemFileSystem::new();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        let options = Options {
+            memtable_size: 1 << 20,
+            block_size: 256,
+            ..opts(&fs)
+        };
+        let db = Db::open(DIR, options.clone()).unwrap();
+        for i in 0..300u32 {
+            db.put(format!("key{i:06}"), value(i)).unwrap();
+        }
+        fs.set_plan(FaultPlan::nth(full_at, &[OpKind::Append], Fault::NoSpace));
+        let flushed = db.flush();
+        if !fs.fired() {
+            flushed.unwrap();
+            break;
+        }
+        points += 1;
+        let e = flushed.unwrap_err();
+        assert!(e.to_string().contains("space"), "append {full_at}: {e}");
+        // At once, before any reopen tidies up.
+        assert_eq!(temp_files(&mem), Vec::<String>::new(), "append {full_at}");
+        let sst = mem
+            .list(Path::new(DIR))
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.ends_with(".sst"))
+            .count();
+        assert_eq!(
+            sst, 0,
+            "append {full_at}: a table no manifest names is gone"
+        );
+        drop(db);
+        fs.set_plan(FaultPlan::none());
+        let db = Db::open(DIR, options).unwrap();
+        for i in 0..300u32 {
+            assert_eq!(
+                db.get(format!("key{i:06}")).unwrap().as_deref(),
+                Some(value(i).as_bytes()),
+                "append {full_at}"
+            );
+        }
+    }
+    eprintln!("the disk filled at {points} points of one flush");
+    assert!(points >= 10, "the flush made {points} appends");
+}
