@@ -45,6 +45,10 @@ pub struct Row {
     pub os_read_syscalls: Option<u64>,
     /// Bytes the OS fetched from the device during the phase.
     pub os_read_bytes: Option<u64>,
+    /// Threads that ran the phase at once.
+    pub threads: usize,
+    /// Lookups per second of wall-clock time, all threads together.
+    pub lookups_per_sec: f64,
 }
 
 impl Row {
@@ -83,6 +87,8 @@ impl Row {
             filter_probes: shape.probes,
             os_read_syscalls: r.os.map(|o| o.syscalls),
             os_read_bytes: r.os.map(|o| o.device_bytes),
+            threads: r.threads,
+            lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
         }
     }
 }
@@ -190,6 +196,8 @@ pub fn print_table(rows: &[Row]) -> String {
         "bits/key",
         "MiB",
         "OS syscr",
+        "threads",
+        "lkp/s",
     ];
     let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in rows {
@@ -213,6 +221,8 @@ pub fn print_table(rows: &[Row]) -> String {
             format!("{:.2}", r.filter_bits_per_key),
             format!("{:.2}", r.filter_mib),
             opt_u(r.os_read_syscalls),
+            r.threads.to_string(),
+            format!("{:.0}", r.lookups_per_sec),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())

@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// extractor); 0 skips the prefix phases.
     #[arg(long, default_value_t = 20_000)]
     pub prefix_scans: u64,
+    /// Threads that run each lookup phase at once over the same store, each taking an
+    /// equal share of the phase's keys.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
 }
 
 impl BenchArgs {
@@ -82,13 +86,16 @@ impl BenchArgs {
             bits_per_key: self.bits_per_key,
             cold: self.cold,
             seed: self.seed,
+            threads: self.threads,
         }
     }
 
     /// Checks the flags: counts above zero, no more tables than keys, sane bits per key.
     pub fn validate(&self) -> Result<(), BenchError> {
-        if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
-            return Err("--keys, --tables and --lookups must be greater than zero".into());
+        if self.keys == 0 || self.tables == 0 || self.lookups == 0 || self.threads == 0 {
+            return Err(
+                "--keys, --tables, --lookups and --threads must be greater than zero".into(),
+            );
         }
         if !matches!(self.shape.as_str(), "flat" | "leveled") {
             return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
