@@ -74,6 +74,8 @@ pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
 pub use repair::{repair, MovedTable, RepairReport};
 pub use scan::ScanIter;
 pub use snapshot::Snapshot;
-pub use stats::{Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally};
+pub use stats::{
+    Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,
+};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

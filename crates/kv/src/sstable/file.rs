@@ -116,8 +116,9 @@ impl TableFile {
         self.file
             .with(|f| f.read_exact_at(&mut buf, offset))
             .map_err(|e| self.io_error("read", e))?;
-        stats::bump(&self.counters.data_block_reads);
-        stats::add(&self.counters.bytes_read, len as u64);
+        let s = self.counters.local();
+        stats::bump(&s.data_block_reads);
+        stats::add(&s.bytes_read, len as u64);
         Ok(buf)
     }
 

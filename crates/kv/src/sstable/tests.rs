@@ -207,8 +207,8 @@ fn keys_outside_the_range_are_not_probes() {
     let before = file.reads.load(Ordering::Relaxed);
     assert_eq!(get(&table, b"a").unwrap(), None);
     assert_eq!(get(&table, b"zzz").unwrap(), None);
-    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 0);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().table_probes, 0);
+    assert_eq!(counters.snapshot().filter_checks, 0);
     assert_eq!(file.reads.load(Ordering::Relaxed), before);
 }
 
@@ -219,20 +219,17 @@ fn absent_keys_rejected_by_the_filter_cost_no_read() {
     let table = table.unwrap();
     // Opening reads the footer, then the metadata blocks: two reads, both counted.
     assert_eq!(file.reads.load(Ordering::Relaxed), 2);
-    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 2);
-    let reads_after_open = counters.data_block_reads.load(Ordering::Relaxed);
+    assert_eq!(counters.snapshot().data_block_reads, 2);
+    let reads_after_open = counters.snapshot().data_block_reads;
     for i in 0..40u32 {
         let key = format!("key-{:04}", i * 3 + 1).into_bytes();
         assert_eq!(get(&table, &key).unwrap(), None);
     }
-    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_negatives.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_positives.load(Ordering::Relaxed), 0);
-    assert_eq!(
-        counters.data_block_reads.load(Ordering::Relaxed),
-        reads_after_open
-    );
+    assert_eq!(counters.snapshot().table_probes, 39);
+    assert_eq!(counters.snapshot().filter_checks, 39);
+    assert_eq!(counters.snapshot().filter_negatives, 39);
+    assert_eq!(counters.snapshot().filter_positives, 0);
+    assert_eq!(counters.snapshot().data_block_reads, reads_after_open);
     assert_eq!(file.reads.load(Ordering::Relaxed), 2);
 }
 
@@ -244,8 +241,8 @@ fn a_present_key_costs_exactly_one_read_of_its_block_and_trailer() {
     let table = table.unwrap();
     assert!(table.num_data_blocks() > 3);
     for (n, e) in entries.iter().enumerate() {
-        let reads = counters.data_block_reads.load(Ordering::Relaxed);
-        let bytes = counters.bytes_read.load(Ordering::Relaxed);
+        let reads = counters.snapshot().data_block_reads;
+        let bytes = counters.snapshot().bytes_read;
         let syscalls = file.reads.load(Ordering::Relaxed);
         assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
         let handle = table
@@ -253,20 +250,11 @@ fn a_present_key_costs_exactly_one_read_of_its_block_and_trailer() {
             .index
             .handle(table.inner.index.find(&e.0))
             .unwrap();
-        assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), reads + 1);
+        assert_eq!(counters.snapshot().data_block_reads, reads + 1);
         assert_eq!(file.reads.load(Ordering::Relaxed), syscalls + 1);
-        assert_eq!(
-            counters.bytes_read.load(Ordering::Relaxed) - bytes,
-            handle.size + 5
-        );
-        assert_eq!(
-            counters.filter_positives.load(Ordering::Relaxed),
-            n as u64 + 1
-        );
-        assert_eq!(
-            counters.filter_true_positives.load(Ordering::Relaxed),
-            n as u64 + 1
-        );
+        assert_eq!(counters.snapshot().bytes_read - bytes, handle.size + 5);
+        assert_eq!(counters.snapshot().filter_positives, n as u64 + 1);
+        assert_eq!(counters.snapshot().filter_true_positives, n as u64 + 1);
     }
 }
 
@@ -283,10 +271,10 @@ fn a_table_without_filter_reads_one_block_per_probe() {
     assert_eq!(table.filter_state(), &FilterState::NotWritten);
     assert_eq!(table.filter_info(), None);
     assert_eq!(get(&table, b"key-0001").unwrap(), None);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
-    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 3);
+    assert_eq!(counters.snapshot().filter_checks, 0);
+    assert_eq!(counters.snapshot().data_block_reads, 3);
     assert_entry(&get(&table, b"key-0000").unwrap().unwrap(), &entries[0]);
-    assert_eq!(counters.filter_true_positives.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().filter_true_positives, 0);
 }
 
 #[test]
@@ -295,9 +283,9 @@ fn iteration_reads_each_block_once() {
     let (data, _) = build(&entries, exact_options(128));
     let (table, counters, _) = open(data);
     let table = table.unwrap();
-    let before = counters.data_block_reads.load(Ordering::Relaxed);
+    let before = counters.snapshot().data_block_reads;
     assert_eq!(table.iter().count(), entries.len());
-    let after = counters.data_block_reads.load(Ordering::Relaxed);
+    let after = counters.snapshot().data_block_reads;
     assert_eq!(after - before, table.num_data_blocks() as u64);
 }
 
@@ -527,7 +515,7 @@ fn a_filter_its_policy_cannot_open_falls_back_to_the_data() {
     for e in &entries {
         assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
     }
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().filter_checks, 0);
 }
 
 #[test]
