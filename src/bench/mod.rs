@@ -89,6 +89,8 @@ pub struct StoreCounters {
     pub filter_true_positives: Option<u64>,
     /// Reads of table files.
     pub data_block_reads: Option<u64>,
+    /// Data blocks served from the store's block cache (no read).
+    pub block_cache_hits: Option<u64>,
 }
 
 impl StoreCounters {
@@ -100,6 +102,7 @@ impl StoreCounters {
             filter_positives: d(self.filter_positives, before.filter_positives),
             filter_true_positives: d(self.filter_true_positives, before.filter_true_positives),
             data_block_reads: d(self.data_block_reads, before.data_block_reads),
+            block_cache_hits: d(self.block_cache_hits, before.block_cache_hits),
         }
     }
 }
@@ -146,6 +149,8 @@ pub struct Workload {
     pub seed: u64,
     /// Threads running each lookup phase at once.
     pub threads: usize,
+    /// MiB of block cache bloomkv's stores get.
+    pub cache_mib: usize,
 }
 
 impl Default for Workload {
@@ -159,6 +164,7 @@ impl Default for Workload {
             cold: false,
             seed: 42,
             threads: 1,
+            cache_mib: 8,
         }
     }
 }
@@ -169,7 +175,7 @@ impl std::fmt::Display for Workload {
         write!(
             f,
             "{} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping tables, \
-             {} absent + {} present lookups, {} bits/key, {} thread(s){}",
+             {} absent + {} present lookups, {} bits/key, {} thread(s), {} MiB block cache{}",
             self.keys,
             self.value_size,
             self.tables,
@@ -177,6 +183,7 @@ impl std::fmt::Display for Workload {
             self.lookups,
             self.bits_per_key,
             self.threads,
+            self.cache_mib,
             if self.cold { ", cold page cache" } else { "" }
         )
     }

@@ -49,6 +49,8 @@ pub struct Row {
     pub threads: usize,
     /// Lookups per second of wall-clock time, all threads together.
     pub lookups_per_sec: f64,
+    /// Data blocks served from the block cache during the phase (bloomkv only).
+    pub block_cache_hits: Option<u64>,
 }
 
 impl Row {
@@ -89,6 +91,7 @@ impl Row {
             os_read_bytes: r.os.map(|o| o.device_bytes),
             threads: r.threads,
             lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
+            block_cache_hits: c.block_cache_hits,
         }
     }
 }
@@ -188,6 +191,7 @@ pub fn print_table(rows: &[Row]) -> String {
         "probes",
         "avoided",
         "reads",
+        "cache hits",
         "reads/lkp",
         "avoided%",
         "FP obs",
@@ -211,6 +215,7 @@ pub fn print_table(rows: &[Row]) -> String {
                 .map(|v| v.to_string())
                 .unwrap_or_else(|| "-".into()),
             r.data_block_reads.to_string(),
+            opt_u(r.block_cache_hits),
             format!("{:.4}", r.reads_per_lookup),
             r.reads_avoided_pct
                 .map(|v| format!("{v:.2}%"))

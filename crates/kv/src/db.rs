@@ -198,7 +198,11 @@ impl Db {
         };
 
         let counters = Arc::new(Counters::default());
-        let table_cache = TableCache::new(fs.clone(), options.max_open_files);
+        let table_cache = TableCache::with_block_cache(
+            fs.clone(),
+            options.max_open_files,
+            options.block_cache_size,
+        );
         let policy = options.filter_policy()?;
         let policies = options.known_policies()?;
         let names = fs.list(&dir)?;
@@ -1162,6 +1166,7 @@ impl Inner {
         let view = self.current();
         stats.tables_per_level = view.version.levels.iter().map(Vec::len).collect();
         stats.open_table_files = self.table_cache.open_files() as u64;
+        stats.block_cache_bytes = self.table_cache.block_cache_bytes();
         stats.filter_memory_bytes = view
             .version
             .tables()

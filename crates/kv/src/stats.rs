@@ -321,6 +321,8 @@ pub struct DbStats {
     /// Data blocks looked for in the block cache and not found
     /// (`BLOCK_CACHE_DATA_MISS`): each became one read of the table file.
     pub block_cache_misses: u64,
+    /// Bytes the block cache holds now (within `Options::block_cache_size`).
+    pub block_cache_bytes: u64,
 }
 
 impl DbStats {
@@ -382,6 +384,7 @@ impl Counters {
             prefix_negatives: self.sum(|s| &s.prefix_negatives),
             block_cache_hits: self.sum(|s| &s.block_cache_hits),
             block_cache_misses: self.sum(|s| &s.block_cache_misses),
+            block_cache_bytes: 0,
         }
     }
 }
