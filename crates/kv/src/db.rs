@@ -1293,6 +1293,7 @@ pub(crate) fn build_table(
             restart_interval: options.restart_interval,
             filter_policy: policy.clone(),
             prefix_extractor: options.prefix_extractor.clone(),
+            compression: options.compression,
         },
     );
     for entry in entries {

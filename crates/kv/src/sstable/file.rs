@@ -13,6 +13,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::block::Block;
+use super::compression;
 use super::footer::BlockHandle;
 use super::trailer::{self, BLOCK_TRAILER_SIZE};
 use super::{BlockKind, Malformed};
@@ -174,9 +175,16 @@ impl TableFile {
     pub fn load_data_block(&self, handle: BlockHandle) -> Result<Block> {
         let sealed = self.read_sealed(handle, BlockKind::Data)?;
         let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
-        let len = trailer::check(&sealed).map_err(bad)?;
-        // The trailer stays in the buffer: `Bytes::from` then takes it without copying.
-        Block::new(Bytes::from(sealed), len).map_err(bad)
+        match trailer::check_data(&sealed).map_err(bad)? {
+            (len, trailer::LZ4_COMPRESSION) => {
+                let raw = compression::decompress_lz4(&sealed[..len]).map_err(bad)?;
+                let len = raw.len();
+                Block::new(Bytes::from(raw), len).map_err(bad)
+            }
+            // The trailer stays in the buffer: `Bytes::from` then takes it without
+            // copying.
+            (len, _) => Block::new(Bytes::from(sealed), len).map_err(bad),
+        }
     }
 
     fn read_sealed(&self, handle: BlockHandle, kind: BlockKind) -> Result<Vec<u8>> {
