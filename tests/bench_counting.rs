@@ -18,7 +18,9 @@ fn workload() -> Workload {
 fn without_a_filter_every_covering_table_is_read_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let w = workload();
-    let mut store = BloomkvStore::create(dir.path().join("s"), FilterSetting::None, 10.0).unwrap();
+    let mut store =
+        BloomkvStore::create_with_cache(dir.path().join("s"), FilterSetting::None, 10.0, 0)
+            .unwrap();
     load(&mut store, &w, &NoProgress).unwrap();
     assert_eq!(store.tables(), 5);
     // Expected reads: for each absent key, the tables whose key range covers it.
@@ -51,7 +53,8 @@ fn with_filters_absent_lookups_read_about_one_percent() {
     for setting in [FilterSetting::Standard, FilterSetting::CacheLocal] {
         let dir = tempfile::tempdir().unwrap();
         let w = workload();
-        let mut store = BloomkvStore::create(dir.path().join("s"), setting, 10.0).unwrap();
+        let mut store =
+            BloomkvStore::create_with_cache(dir.path().join("s"), setting, 10.0, 0).unwrap();
         load(&mut store, &w, &NoProgress).unwrap();
         let shape = store.filter_shape();
         let r = run_phase(&store, &w, Phase::Absent, &NoProgress).unwrap();

@@ -89,6 +89,8 @@ pub struct StoreCounters {
     pub filter_true_positives: Option<u64>,
     /// Reads of table files.
     pub data_block_reads: Option<u64>,
+    /// Data blocks served from the store's block cache (no read).
+    pub block_cache_hits: Option<u64>,
 }
 
 impl StoreCounters {
@@ -100,12 +102,14 @@ impl StoreCounters {
             filter_positives: d(self.filter_positives, before.filter_positives),
             filter_true_positives: d(self.filter_true_positives, before.filter_true_positives),
             data_block_reads: d(self.data_block_reads, before.data_block_reads),
+            block_cache_hits: d(self.block_cache_hits, before.block_cache_hits),
         }
     }
 }
 
-/// A store the workload can drive.
-pub trait BenchStore {
+/// A store the workload can drive; `Sync`, so that several threads can look keys up at
+/// once.
+pub trait BenchStore: Sync {
     /// The row label: which store and which filter.
     fn label(&self) -> String;
     /// Writes one key.
@@ -143,6 +147,10 @@ pub struct Workload {
     pub cold: bool,
     /// Seed of the load order and the lookup keys.
     pub seed: u64,
+    /// Threads running each lookup phase at once.
+    pub threads: usize,
+    /// MiB of block cache bloomkv's stores get.
+    pub cache_mib: usize,
 }
 
 impl Default for Workload {
@@ -155,6 +163,8 @@ impl Default for Workload {
             bits_per_key: 10.0,
             cold: false,
             seed: 42,
+            threads: 1,
+            cache_mib: 8,
         }
     }
 }
@@ -165,13 +175,15 @@ impl std::fmt::Display for Workload {
         write!(
             f,
             "{} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping tables, \
-             {} absent + {} present lookups, {} bits/key{}",
+             {} absent + {} present lookups, {} bits/key, {} thread(s), {} MiB block cache{}",
             self.keys,
             self.value_size,
             self.tables,
             self.lookups,
             self.lookups,
             self.bits_per_key,
+            self.threads,
+            self.cache_mib,
             if self.cold { ", cold page cache" } else { "" }
         )
     }
@@ -285,6 +297,8 @@ pub struct PhaseResult {
     pub os: Option<OsReads>,
     /// Wall-clock nanoseconds for all lookups.
     pub nanos: u128,
+    /// Threads that made them.
+    pub threads: usize,
 }
 
 /// Runs one lookup phase and measures it.
@@ -306,13 +320,41 @@ pub fn run_phase(
     let before = store.counters();
     let os_before = OsIo::now();
     let started = Instant::now();
-    let mut found = 0u64;
-    for chunk in keys.chunks(4096) {
-        for k in chunk {
-            found += u64::from(store.get(k)?);
+    let found = if w.threads <= 1 {
+        let mut found = 0u64;
+        for chunk in keys.chunks(4096) {
+            for k in chunk {
+                found += u64::from(store.get(k)?);
+            }
+            progress.inc(chunk.len() as u64);
         }
-        progress.inc(chunk.len() as u64);
-    }
+        found
+    } else {
+        // Each thread takes a contiguous share of the keys; all run over the one store.
+        let share = keys.len().div_ceil(w.threads).max(1);
+        std::thread::scope(|s| {
+            let handles: Vec<_> = keys
+                .chunks(share)
+                .map(|part| {
+                    s.spawn(move || -> Result<u64, String> {
+                        let mut found = 0u64;
+                        for k in part {
+                            found += u64::from(store.get(k).map_err(|e| e.to_string())?);
+                        }
+                        Ok(found)
+                    })
+                })
+                .collect();
+            let mut found = 0u64;
+            for h in handles {
+                found += h
+                    .join()
+                    .map_err(|_| BenchError::from("a lookup thread panicked"))??;
+            }
+            progress.inc(keys.len() as u64);
+            Ok::<u64, BenchError>(found)
+        })?
+    };
     let nanos = started.elapsed().as_nanos();
     let os_after = OsIo::now();
     let counters = store.counters().minus(before);
@@ -327,6 +369,7 @@ pub fn run_phase(
         counters,
         os,
         nanos,
+        threads: w.threads.max(1),
     })
 }
 

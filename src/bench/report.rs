@@ -45,6 +45,12 @@ pub struct Row {
     pub os_read_syscalls: Option<u64>,
     /// Bytes the OS fetched from the device during the phase.
     pub os_read_bytes: Option<u64>,
+    /// Threads that ran the phase at once.
+    pub threads: usize,
+    /// Lookups per second of wall-clock time, all threads together.
+    pub lookups_per_sec: f64,
+    /// Data blocks served from the block cache during the phase (bloomkv only).
+    pub block_cache_hits: Option<u64>,
 }
 
 impl Row {
@@ -83,6 +89,9 @@ impl Row {
             filter_probes: shape.probes,
             os_read_syscalls: r.os.map(|o| o.syscalls),
             os_read_bytes: r.os.map(|o| o.device_bytes),
+            threads: r.threads,
+            lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
+            block_cache_hits: c.block_cache_hits,
         }
     }
 }
@@ -182,6 +191,7 @@ pub fn print_table(rows: &[Row]) -> String {
         "probes",
         "avoided",
         "reads",
+        "cache hits",
         "reads/lkp",
         "avoided%",
         "FP obs",
@@ -190,6 +200,8 @@ pub fn print_table(rows: &[Row]) -> String {
         "bits/key",
         "MiB",
         "OS syscr",
+        "threads",
+        "lkp/s",
     ];
     let mut cells: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for r in rows {
@@ -203,6 +215,7 @@ pub fn print_table(rows: &[Row]) -> String {
                 .map(|v| v.to_string())
                 .unwrap_or_else(|| "-".into()),
             r.data_block_reads.to_string(),
+            opt_u(r.block_cache_hits),
             format!("{:.4}", r.reads_per_lookup),
             r.reads_avoided_pct
                 .map(|v| format!("{v:.2}%"))
@@ -213,6 +226,8 @@ pub fn print_table(rows: &[Row]) -> String {
             format!("{:.2}", r.filter_bits_per_key),
             format!("{:.2}", r.filter_mib),
             opt_u(r.os_read_syscalls),
+            r.threads.to_string(),
+            format!("{:.0}", r.lookups_per_sec),
         ]);
     }
     let widths: Vec<usize> = (0..header.len())

@@ -69,6 +69,15 @@ pub struct BenchArgs {
     /// extractor); 0 skips the prefix phases.
     #[arg(long, default_value_t = 20_000)]
     pub prefix_scans: u64,
+    /// Threads that run each lookup phase at once over the same store, each taking an
+    /// equal share of the phase's keys.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// MiB of bloomkv's block cache (decoded data blocks); 0 turns it off, so every
+    /// data block a lookup needs is read from its file. The default, 8, is what the
+    /// peers are given.
+    #[arg(long, default_value_t = 8)]
+    pub cache_mib: usize,
 }
 
 impl BenchArgs {
@@ -82,6 +91,8 @@ impl BenchArgs {
             bits_per_key: self.bits_per_key,
             cold: self.cold,
             seed: self.seed,
+            threads: self.threads,
+            cache_mib: self.cache_mib,
         }
     }
 
@@ -89,8 +100,10 @@ impl BenchArgs {
     /// keys, values within [`MAX_VALUE_SIZE`], sane bits per key; `--json`'s directory
     /// exists (it is not created).
     pub fn validate(&self) -> Result<(), BenchError> {
-        if self.keys == 0 || self.tables == 0 || self.lookups == 0 {
-            return Err("--keys, --tables and --lookups must be greater than zero".into());
+        if self.keys == 0 || self.tables == 0 || self.lookups == 0 || self.threads == 0 {
+            return Err(
+                "--keys, --tables, --lookups and --threads must be greater than zero".into(),
+            );
         }
         if !matches!(self.shape.as_str(), "flat" | "leveled") {
             return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
@@ -200,7 +213,8 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     } else {
         for setting in FilterSetting::parse_list(&args.filters)? {
             let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
-            let mut store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
+            let mut store =
+                BloomkvStore::create_with_cache(dir, setting, w.bits_per_key, w.cache_mib << 20)?;
             rows.extend(run_store(&mut store, &w, &bar)?);
         }
         compare_to_baseline(&mut rows, FilterSetting::None.name());

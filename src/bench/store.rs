@@ -80,7 +80,24 @@ impl BloomkvStore {
         setting: FilterSetting,
         bits_per_key: f64,
     ) -> Result<Self, BenchError> {
+        Self::create_with_cache(
+            dir,
+            setting,
+            bits_per_key,
+            Options::default().block_cache_size,
+        )
+    }
+
+    /// Like [`create`](Self::create), with a block cache of `block_cache_size` bytes
+    /// (0: none).
+    pub fn create_with_cache(
+        dir: PathBuf,
+        setting: FilterSetting,
+        bits_per_key: f64,
+        block_cache_size: usize,
+    ) -> Result<Self, BenchError> {
         let options = Options {
+            block_cache_size,
             filter: setting.kind(),
             bits_per_key,
             disable_auto_compaction: true,
@@ -144,6 +161,7 @@ impl BenchStore for BloomkvStore {
             filter_positives: Some(s.filter_positives),
             filter_true_positives: Some(s.filter_true_positives),
             data_block_reads: Some(s.data_block_reads),
+            block_cache_hits: Some(s.block_cache_hits),
         }
     }
 

@@ -9,8 +9,10 @@
 //! ```
 //!
 //! Concurrency: one writer at a time holds `writer` (WAL order = sequence order).
-//! Readers never take that lock: they clone the current [`View`] (`Arc`) under a
-//! read lock held for a pointer copy, then work on immutable data. Flush and compaction
+//! Readers never take that lock: they load the current [`View`] from an [`ArcSwap`]
+//! (a `get` takes a guard in a thread-local slot: no lock, no reference count, nothing
+//! shared written), then work on immutable data. The few places that replace the
+//! view do so under `view_write`, reading and replacing it as one step. Flush and compaction
 //! run one at a time under `maint`, build the next [`Version`] off to the side, record
 //! it in the manifest, and only then swap the view and delete what it retired.
 //!
@@ -22,10 +24,11 @@ use std::collections::HashSet;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use bloomkv_filter::{FilterPolicy, KeyHash};
 use bytes::Bytes;
 
@@ -123,7 +126,11 @@ pub(crate) struct Inner {
     /// Bounds the open table files (`max_open_files`).
     table_cache: Arc<TableCache>,
     next_file_number: AtomicU64,
-    view: RwLock<Arc<View>>,
+    /// The current view. Readers `load` it; it is replaced only under `view_write`.
+    view: ArcSwap<View>,
+    /// Held while the view is read and replaced (a memtable freeze, a version
+    /// install), so that two replacements never overwrite each other.
+    view_write: Mutex<()>,
     /// The last sequence number of the newest write batch that is completely in the
     /// memtable. Readers see writes up to it and no further, so a batch becomes visible
     /// all at once; published (release) by the writer after the batch is applied.
@@ -203,7 +210,11 @@ impl Db {
         };
 
         let counters = Arc::new(Counters::default());
-        let table_cache = TableCache::new(fs.clone(), options.max_open_files);
+        let table_cache = TableCache::with_block_cache(
+            fs.clone(),
+            options.max_open_files,
+            options.block_cache_size,
+        );
         let policy = options.filter_policy()?;
         let policies = options.known_policies()?;
         let names = fs.list(&dir)?;
@@ -346,12 +357,13 @@ impl Db {
             counters,
             table_cache,
             next_file_number,
-            view: RwLock::new(Arc::new(View {
+            view: ArcSwap::from_pointee(View {
                 mem: Arc::new(mem),
                 mem_wal,
                 imm: Vec::new(),
                 version: Arc::new(inner_version),
-            })),
+            }),
+            view_write: Mutex::new(()),
             writer: Mutex::new(Writer {
                 wal: WalWriter::new(wal_file),
                 next_seq: last_seq + 1,
@@ -610,15 +622,19 @@ impl std::fmt::Debug for Db {
 }
 
 impl Inner {
+    /// The current view, owned (a reference count taken): for work that outlives a
+    /// lookup or that is not on the read path.
     fn current(&self) -> Arc<View> {
-        self.view.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.view.load_full()
     }
 
     /// Replaces the view with `next(current)`, atomically: a flush or compaction
-    /// installing its version at the same moment is not undone.
+    /// installing its version at the same moment is not undone (both replace the view
+    /// only under `view_write`).
     fn update_view(&self, next: impl FnOnce(&View) -> View) {
-        let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
-        *slot = Arc::new(next(&slot));
+        let _guard = lock(&self.view_write);
+        let current = self.view.load_full();
+        self.view.store(Arc::new(next(&current)));
     }
 
     /// Wakes writers waiting for a flush or compaction. The writer lock is taken (and
@@ -797,11 +813,11 @@ impl Inner {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        bump(&self.counters.gets);
+        bump(&self.counters.local().gets);
         // The view first, then the sequence number: every table in the view was
         // flushed from writes at or below it, so memtables and tables agree on one
-        // point in time.
-        let view = self.current();
+        // point in time. A guard, not a clone: nothing shared is written.
+        let view = self.view.load();
         let read_seq = self.visible_seq.load(Ordering::Acquire);
         let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
             view.imm
@@ -810,7 +826,7 @@ impl Inner {
                 .find_map(|(mem, _)| mem.get_at(key, read_seq))
         });
         if let Some(entry) = in_memory {
-            bump(&self.counters.memtable_hits);
+            bump(&self.counters.local().memtable_hits);
             return Ok(live_value(entry));
         }
         // Hash once; every table's filter is probed with the same hash. Every table in
@@ -825,8 +841,8 @@ impl Inner {
 
     /// A snapshot's `get`: the current memtables and tables read as of `read_seq`.
     pub(crate) fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Result<Option<Bytes>> {
-        bump(&self.counters.gets);
-        let view = self.current();
+        bump(&self.counters.local().gets);
+        let view = self.view.load();
         let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
             view.imm
                 .iter()
@@ -834,7 +850,7 @@ impl Inner {
                 .find_map(|(mem, _)| mem.get_at(key, read_seq))
         });
         if let Some(entry) = in_memory {
-            bump(&self.counters.memtable_hits);
+            bump(&self.counters.local().memtable_hits);
             return Ok(live_value(entry));
         }
         let hash = KeyHash::of(key);
@@ -973,9 +989,7 @@ impl Inner {
             return Err(e);
         }
         let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
-        {
-            let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
-            let current = slot.clone();
+        self.update_view(|current| {
             // The manifest no longer names these tables: each file goes when its last
             // reader lets go of it (see `table_cache`).
             for (_, t) in current.version.tables() {
@@ -983,13 +997,13 @@ impl Inner {
                     t.table.mark_obsolete();
                 }
             }
-            *slot = Arc::new(View {
+            View {
                 mem: current.mem.clone(),
                 mem_wal: current.mem_wal,
-                imm: imm(&current),
+                imm: imm(current),
                 version: Arc::new(version),
-            });
-        }
+            }
+        });
         remove_obsolete(&self.fs, &self.dir, None, live_wal);
         Ok(())
     }
@@ -1192,6 +1206,7 @@ impl Inner {
         let view = self.current();
         stats.tables_per_level = view.version.levels.iter().map(Vec::len).collect();
         stats.open_table_files = self.table_cache.open_files() as u64;
+        stats.block_cache_bytes = self.table_cache.block_cache_bytes();
         stats.filter_memory_bytes = view
             .version
             .tables()
@@ -1340,6 +1355,7 @@ pub(crate) fn build_table(
                 restart_interval: options.restart_interval,
                 filter_policy: policy.clone(),
                 prefix_extractor: options.prefix_extractor.clone(),
+                compression: options.compression,
             },
         );
         for entry in entries {
@@ -1503,7 +1519,8 @@ impl DirState {
 fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     let fs = options.file_system.clone();
     let counters = Arc::new(Counters::default());
-    let table_cache = TableCache::new(fs.clone(), options.max_open_files);
+    let table_cache =
+        TableCache::with_block_cache(fs.clone(), options.max_open_files, options.block_cache_size);
     let policy = options.filter_policy()?;
     let policies = options.known_policies()?;
     // The logs are listed before the manifest is read. A writer deletes a log only
@@ -1559,12 +1576,13 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         counters,
         table_cache,
         next_file_number: AtomicU64::new(state.next_file_number()),
-        view: RwLock::new(Arc::new(View {
+        view: ArcSwap::from_pointee(View {
             mem: Arc::new(replayed.memtable),
             mem_wal,
             imm: Vec::new(),
             version: Arc::new(version),
-        })),
+        }),
+        view_write: Mutex::new(()),
         writer: Mutex::new(Writer {
             wal: WalWriter::new(Box::new(NoWrites)),
             next_seq: last_seq + 1,

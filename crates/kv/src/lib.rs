@@ -37,7 +37,9 @@
 //! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
 //! | `fs.rs`, `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
+//! | `block_cache.rs` | decoded data blocks kept in memory, bounded in bytes |
 
+mod block_cache;
 mod coding;
 mod compaction;
 mod db;
@@ -68,12 +70,16 @@ pub use db::Db;
 pub use error::{Error, Result};
 pub use filter_plan::FilterAllocation;
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
-pub use options::{FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+pub use options::{
+    Compression, FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS,
+};
 pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
 pub use repair::{repair, MovedTable, RepairReport};
 pub use scan::ScanIter;
 pub use snapshot::Snapshot;
-pub use stats::{Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally};
+pub use stats::{
+    Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,
+};
 pub use types::{Entry, SeqNo, ValueKind};
 pub use write_batch::WriteBatch;

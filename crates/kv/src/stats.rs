@@ -8,21 +8,65 @@
 //! | `filter_positives` | `BLOOM_FILTER_FULL_POSITIVE` | filter said "maybe" |
 //! | `filter_true_positives` | `BLOOM_FILTER_FULL_TRUE_POSITIVE` | ...and the key was there |
 //! | `data_block_reads` | `BLOCK_CACHE_MISS`-ish | positioned reads of table files |
+//! | `block_cache_hits` | `BLOCK_CACHE_DATA_HIT` | data blocks served from memory |
+//! | `block_cache_misses` | `BLOCK_CACHE_DATA_MISS` | data blocks the cache lacked |
 //!
 //! Each counter is bumped on the line that makes the decision it counts. The observed
 //! false-positive rate is `(positives - true_positives) / (positives - true_positives +
 //! negatives)`.
+//!
+//! The hot counters are striped per thread (see [`Counters`]): a `get` writes only
+//! cache lines its own thread owns, so readers on several cores do not slow each
+//! other down through the counters.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 
 use crate::options::NUM_LEVELS;
 
+/// How many stripes the read path's counters are split into. Threads take stripes
+/// round robin as they first count something, so up to this many threads each count
+/// into cache lines of their own.
+pub const COUNTER_STRIPES: usize = 16;
+
 /// Live counters, shared by every table of one store. Relaxed atomics: they are
 /// statistics, not synchronisation.
+///
+/// The counters every `get` touches live in [`COUNTER_STRIPES`] cache-line-aligned
+/// [`Stripe`]s; a thread adds to its own stripe only, so two threads reading at once
+/// never write the same cache line, and [`Counters::snapshot`] sums the stripes. The
+/// sum is exact: every addition is an atomic add to one stripe, none is ever lost.
+///
+/// ```text
+///   Counters
+///   +-----------+-----------+-----+------------+   cold counters (stalls, WAL,
+///   | stripe 0  | stripe 1  | ... | stripe 15  |   corrupt filters): one each
+///   | gets, ... | gets, ... |     | gets, ...  |
+///   +-----------+-----------+-----+------------+
+///     thread A    thread B          thread P (A + 16 ...)
+/// ```
 #[derive(Debug, Default)]
 pub struct Counters {
+    stripes: Box<[Stripe; COUNTER_STRIPES]>,
+    /// Filter blocks that failed validation and were ignored (tables read without them).
+    pub filter_corrupt: AtomicU64,
+    /// Tables opened without their filter because no known policy has the name the
+    /// table recorded.
+    pub filter_unknown_policy: AtomicU64,
+    /// Writes that waited for background work (L0 slowdown or stop, or a full set of
+    /// frozen memtables).
+    pub write_stalls: AtomicU64,
+    /// Microseconds those writes spent waiting.
+    pub write_stall_micros: AtomicU64,
+    /// WAL bytes the last open did not replay (see `RecoveryReport`).
+    pub wal_tail_bytes_dropped: AtomicU64,
+}
+
+/// One thread's share of the read path's counters, alone on its cache lines.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Stripe {
     /// `get` calls.
     pub gets: AtomicU64,
     /// `get`s answered by a memtable (value or tombstone).
@@ -41,25 +85,43 @@ pub struct Counters {
     pub data_block_reads: AtomicU64,
     /// Bytes those reads returned.
     pub bytes_read: AtomicU64,
-    /// Filter blocks that failed validation and were ignored (tables read without them).
-    pub filter_corrupt: AtomicU64,
-    /// Tables opened without their filter because no known policy has the name the
-    /// table recorded.
-    pub filter_unknown_policy: AtomicU64,
-    /// Writes that waited for background work (L0 slowdown or stop, or a full set of
-    /// frozen memtables).
-    pub write_stalls: AtomicU64,
-    /// The read path's decisions, level by level.
-    pub levels: [LevelCounters; NUM_LEVELS],
-    /// Microseconds those writes spent waiting.
-    pub write_stall_micros: AtomicU64,
-    /// WAL bytes the last open did not replay (see `RecoveryReport`).
-    pub wal_tail_bytes_dropped: AtomicU64,
     /// Prefix-filter consultations by prefix scans (tables whose filter holds the
     /// store's extractor's prefixes).
     pub prefix_checks: AtomicU64,
     /// Prefix filter said "no key with this prefix": a table skipped by a scan, unread.
     pub prefix_negatives: AtomicU64,
+    /// Data blocks served from the block cache.
+    pub block_cache_hits: AtomicU64,
+    /// Data blocks the block cache did not hold (each then read from the file).
+    pub block_cache_misses: AtomicU64,
+    /// The read path's decisions, level by level.
+    pub levels: [LevelCounters; NUM_LEVELS],
+}
+
+/// The stripe this thread counts into: taken round robin at the thread's first count.
+#[inline]
+fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static INDEX: usize = NEXT.fetch_add(1, Ordering::Relaxed) % COUNTER_STRIPES;
+    }
+    INDEX.with(|i| *i)
+}
+
+impl Counters {
+    /// This thread's stripe: where its counts go.
+    #[inline]
+    pub fn local(&self) -> &Stripe {
+        &self.stripes[stripe_index()]
+    }
+
+    /// The sum of one counter over all stripes.
+    fn sum(&self, field: impl Fn(&Stripe) -> &AtomicU64) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| field(s).load(Ordering::Relaxed))
+            .sum()
+    }
 }
 
 /// Adds one to a counter.
@@ -175,20 +237,21 @@ impl LevelStats {
 }
 
 impl Counters {
-    /// Adds a lookup's tally to the shared counters.
+    /// Adds a lookup's tally to this thread's stripe of the counters.
     pub fn add_tally(&self, t: &ReadTally) {
+        let s = self.local();
         for (counter, n) in [
-            (&self.table_probes, t.table_probes),
-            (&self.filter_checks, t.filter_checks),
-            (&self.filter_negatives, t.filter_negatives),
-            (&self.filter_positives, t.filter_positives),
-            (&self.filter_true_positives, t.filter_true_positives),
+            (&s.table_probes, t.table_probes),
+            (&s.filter_checks, t.filter_checks),
+            (&s.filter_negatives, t.filter_negatives),
+            (&s.filter_positives, t.filter_positives),
+            (&s.filter_true_positives, t.filter_true_positives),
         ] {
             if n != 0 {
                 add(counter, n);
             }
         }
-        for (live, t) in self.levels.iter().zip(&t.levels) {
+        for (live, t) in s.levels.iter().zip(&t.levels) {
             if t.table_probes == 0 {
                 continue;
             }
@@ -253,6 +316,13 @@ pub struct DbStats {
     /// ...and that the filter ruled out, so the scan skipped them unread
     /// (`BLOOM_FILTER_PREFIX_USEFUL`).
     pub prefix_negatives: u64,
+    /// Data blocks served from the block cache (`BLOCK_CACHE_DATA_HIT`): no read.
+    pub block_cache_hits: u64,
+    /// Data blocks looked for in the block cache and not found
+    /// (`BLOCK_CACHE_DATA_MISS`): each became one read of the table file.
+    pub block_cache_misses: u64,
+    /// Bytes the block cache holds now (within `Options::block_cache_size`).
+    pub block_cache_bytes: u64,
 }
 
 impl DbStats {
@@ -280,39 +350,41 @@ impl DbStats {
 }
 
 impl Counters {
-    /// Copies the counters (shape fields are filled in by the store).
+    /// Copies the counters, each summed over the stripes (shape fields are filled in
+    /// by the store).
     pub fn snapshot(&self) -> DbStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         DbStats {
-            gets: get(&self.gets),
-            memtable_hits: get(&self.memtable_hits),
-            table_probes: get(&self.table_probes),
-            filter_checks: get(&self.filter_checks),
-            filter_negatives: get(&self.filter_negatives),
-            filter_positives: get(&self.filter_positives),
-            filter_true_positives: get(&self.filter_true_positives),
-            data_block_reads: get(&self.data_block_reads),
-            bytes_read: get(&self.bytes_read),
+            gets: self.sum(|s| &s.gets),
+            memtable_hits: self.sum(|s| &s.memtable_hits),
+            table_probes: self.sum(|s| &s.table_probes),
+            filter_checks: self.sum(|s| &s.filter_checks),
+            filter_negatives: self.sum(|s| &s.filter_negatives),
+            filter_positives: self.sum(|s| &s.filter_positives),
+            filter_true_positives: self.sum(|s| &s.filter_true_positives),
+            data_block_reads: self.sum(|s| &s.data_block_reads),
+            bytes_read: self.sum(|s| &s.bytes_read),
             filter_corrupt: get(&self.filter_corrupt),
             filter_unknown_policy: get(&self.filter_unknown_policy),
             write_stalls: get(&self.write_stalls),
             write_stall_micros: get(&self.write_stall_micros),
             open_table_files: 0,
-            levels: self
-                .levels
-                .iter()
+            levels: (0..NUM_LEVELS)
                 .map(|l| LevelStats {
-                    table_probes: get(&l.table_probes),
-                    filter_negatives: get(&l.filter_negatives),
-                    filter_positives: get(&l.filter_positives),
-                    filter_true_positives: get(&l.filter_true_positives),
+                    table_probes: self.sum(|s| &s.levels[l].table_probes),
+                    filter_negatives: self.sum(|s| &s.levels[l].filter_negatives),
+                    filter_positives: self.sum(|s| &s.levels[l].filter_positives),
+                    filter_true_positives: self.sum(|s| &s.levels[l].filter_true_positives),
                 })
                 .collect(),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
-            prefix_checks: get(&self.prefix_checks),
-            prefix_negatives: get(&self.prefix_negatives),
+            prefix_checks: self.sum(|s| &s.prefix_checks),
+            prefix_negatives: self.sum(|s| &s.prefix_negatives),
+            block_cache_hits: self.sum(|s| &s.block_cache_hits),
+            block_cache_misses: self.sum(|s| &s.block_cache_misses),
+            block_cache_bytes: 0,
         }
     }
 }

@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use arc_swap::ArcSwapOption;
 
+use crate::block_cache::{self, BlockCache};
 use crate::fs::{FileSystem, RandomAccessFile};
 
 /// An open table file.
@@ -49,6 +50,8 @@ pub(crate) struct TableCache {
     capacity: usize,
     open: AtomicUsize,
     clock: Mutex<Clock>,
+    /// The store's decoded data blocks (`None`: `block_cache_size` is 0).
+    blocks: Option<BlockCache>,
 }
 
 #[derive(Default)]
@@ -60,6 +63,8 @@ struct Clock {
 /// One table's file: open or closed, reopened on demand.
 pub struct FileSlot {
     path: PathBuf,
+    /// The table's key in the block cache: unique, never reused.
+    id: u64,
     file: ArcSwapOption<OpenFile>,
     referenced: AtomicBool,
     registered: AtomicBool,
@@ -83,18 +88,35 @@ fn lock(m: &Mutex<Clock>) -> MutexGuard<'_, Clock> {
 impl TableCache {
     /// A cache keeping at most `capacity` (≥ 1) table files open.
     pub(crate) fn new(fs: Arc<dyn FileSystem>, capacity: usize) -> Arc<TableCache> {
+        TableCache::with_block_cache(fs, capacity, 0)
+    }
+
+    /// A cache keeping at most `capacity` (≥ 1) table files open, and up to
+    /// `block_cache_bytes` of their decoded data blocks (0: none).
+    pub(crate) fn with_block_cache(
+        fs: Arc<dyn FileSystem>,
+        capacity: usize,
+        block_cache_bytes: usize,
+    ) -> Arc<TableCache> {
         Arc::new(TableCache {
             fs,
             capacity: capacity.max(1),
             open: AtomicUsize::new(0),
             clock: Mutex::new(Clock::default()),
+            blocks: BlockCache::new(block_cache_bytes),
         })
+    }
+
+    /// Bytes the block cache holds now (0 without one).
+    pub(crate) fn block_cache_bytes(&self) -> u64 {
+        self.blocks.as_ref().map_or(0, BlockCache::used_bytes)
     }
 
     /// A closed slot for the table file at `path`; it opens on first read.
     pub(crate) fn slot(self: &Arc<Self>, path: PathBuf) -> Arc<FileSlot> {
         Arc::new(FileSlot {
             path,
+            id: block_cache::next_table_id(),
             file: ArcSwapOption::empty(),
             referenced: AtomicBool::new(false),
             registered: AtomicBool::new(false),
@@ -179,6 +201,12 @@ impl FileSlot {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The store's block cache, if it has one, and this table's id in it.
+    #[inline]
+    pub(crate) fn block_cache(&self) -> Option<(&BlockCache, u64)> {
+        self.cache.blocks.as_ref().map(|c| (c, self.id))
     }
 
     /// Marks the table obsolete: its file is deleted when the last reader lets go.

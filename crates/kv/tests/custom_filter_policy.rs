@@ -51,6 +51,8 @@ fn options(filter: FilterKind, extra: Vec<Arc<dyn FilterPolicy>>) -> Options {
         filter,
         extra_filter_policies: extra,
         disable_auto_compaction: true,
+        // Every lookup a filter does not stop reads its table: no block cache.
+        block_cache_size: 0,
         ..Options::default()
     }
 }

@@ -24,6 +24,8 @@ fn load(filter: FilterKind) -> (tempfile::TempDir, Db) {
         filter,
         disable_auto_compaction: true,
         memtable_size: 64 << 20,
+        // Each filter "maybe" must cost its read: no block cache.
+        block_cache_size: 0,
         ..Options::default()
     };
     let db = Db::open(dir.path(), options.clone()).unwrap();
@@ -160,6 +162,7 @@ fn bloom_and_ribbon_tables_are_each_read_with_their_own_filter() {
             Options {
                 filter,
                 disable_auto_compaction: true,
+                block_cache_size: 0,
                 ..Options::default()
             },
         )

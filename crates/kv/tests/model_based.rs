@@ -12,6 +12,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 fn options(filter: FilterKind) -> Options {
+    let compression = if filter == FilterKind::CacheLocalBloom {
+        bloomkv_kv::Compression::Lz4
+    } else {
+        bloomkv_kv::Compression::None
+    };
     Options {
         filter,
         memtable_size: 16 * 1024,
@@ -19,6 +24,10 @@ fn options(filter: FilterKind) -> Options {
         l0_compaction_trigger: 3,
         level1_max_bytes: 64 * 1024,
         target_file_size: 16 * 1024,
+        // A small block cache, so that blocks are evicted and read again; LZ4 blocks
+        // on the cache-local runs (the snapshot run included), raw ones on the others.
+        block_cache_size: 24 * 1024,
+        compression,
         ..Options::default()
     }
 }

@@ -20,10 +20,19 @@ fn syscr() -> u64 {
 
 #[test]
 fn data_block_reads_match_read_syscalls() {
+    // Without a block cache every block a get needs is read; with a small one, some
+    // come from memory, and only the others may count as reads.
+    for cache in [0, 64 << 10] {
+        reads_match_syscalls(cache);
+    }
+}
+
+fn reads_match_syscalls(block_cache_size: usize) {
     let dir = tempfile::tempdir().unwrap();
     let options = Options {
         filter: FilterKind::CacheLocalBloom,
         disable_auto_compaction: true,
+        block_cache_size,
         ..Options::default()
     };
     let db = Db::open(dir.path(), options).unwrap();
@@ -40,7 +49,8 @@ fn data_block_reads_match_read_syscalls() {
     let overhead = b - a;
 
     for (label, parity) in [("present", 0u64), ("absent", 1u64)] {
-        let before_store = db.stats().data_block_reads;
+        let before = db.stats();
+        let before_store = before.data_block_reads;
         let before_os = syscr();
         for n in 0..3000u64 {
             let i = (n * 7919) % 14_999;
@@ -50,6 +60,13 @@ fn data_block_reads_match_read_syscalls() {
         let store = db.stats().data_block_reads - before_store;
         let os = after_os - before_os - overhead;
         assert!(store > 0, "{label}: the workload must read something");
+        if block_cache_size > 0 {
+            let s = db.stats();
+            let hits = s.block_cache_hits - before.block_cache_hits;
+            let misses = s.block_cache_misses - before.block_cache_misses;
+            assert!(hits > 0, "{label}: a 64 KiB cache serves some blocks");
+            assert_eq!(misses, store, "{label}: each miss is one read");
+        }
         assert_eq!(
             os, store,
             "{label}: kernel read syscalls vs store data-block reads"

@@ -177,6 +177,7 @@ impl BenchStore for FjallStore {
             filter_positives: None,
             filter_true_positives: None,
             data_block_reads: Some(m.block_load_io_count() as u64),
+            block_cache_hits: None,
         }
     }
 

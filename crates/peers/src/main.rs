@@ -50,7 +50,12 @@ fn stores() -> Vec<(&'static str, Maker)> {
             label,
             Box::new(move |work: &WorkDir, w: &Workload| {
                 let dir = work.store_dir(&label.replace(' ', "-"))?;
-                let store = BloomkvStore::create(dir, setting, w.bits_per_key)?;
+                let store = BloomkvStore::create_with_cache(
+                    dir,
+                    setting,
+                    w.bits_per_key,
+                    w.cache_mib << 20,
+                )?;
                 Ok(Box::new(Labeled::new(label, store)) as Box<dyn BenchStore>)
             }),
         )

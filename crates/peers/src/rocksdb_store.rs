@@ -142,6 +142,7 @@ impl BenchStore for RocksDbStore {
             filter_positives: t(Ticker::BloomFilterFullPositive).filter(|_| filtered),
             filter_true_positives: t(Ticker::BloomFilterFullTruePositive).filter(|_| filtered),
             data_block_reads: t(Ticker::BlockCacheDataMiss),
+            block_cache_hits: t(Ticker::BlockCacheDataHit),
         }
     }
 

@@ -23,13 +23,15 @@ use bloomkv_filter::{FilterBuilder, FilterPolicy, KeyHash};
 use bytes::Bytes;
 
 use super::block_builder::BlockBuilder;
-use super::footer::{BlockHandle, Footer, FORMAT_VERSION};
+use super::compression;
+use super::footer::{BlockHandle, Footer, FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION};
 use super::index::{shortest_separator, IndexBuilder};
 use super::properties::TableProperties;
 use super::show_key;
 use super::trailer;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
+use crate::options::Compression;
 use crate::prefix::PrefixExtractor;
 use crate::types::{SeqNo, ValueKind};
 
@@ -54,6 +56,10 @@ pub struct TableOptions {
     /// Adds each distinct prefix of the keys to the filter too (whole keys stay in),
     /// and records the extractor's name in the properties. Ignored without a filter.
     pub prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
+    /// How data blocks are stored (default none). With LZ4 the table is written as
+    /// format version 3, and each block that LZ4 shrinks by at least 12.5% is stored
+    /// compressed (see `compression.rs`).
+    pub compression: Compression,
 }
 
 impl Default for TableOptions {
@@ -63,6 +69,7 @@ impl Default for TableOptions {
             restart_interval: 16,
             filter_policy: None,
             prefix_extractor: None,
+            compression: Compression::None,
         }
     }
 }
@@ -109,6 +116,9 @@ pub struct TableBuilder {
     data_blocks: u64,
     /// Set when a write failed: the file is incomplete and the builder refuses more.
     failed: bool,
+    compression: Compression,
+    /// Where a block is compressed before it is written.
+    packed: Vec<u8>,
 }
 
 impl fmt::Debug for TableBuilder {
@@ -128,6 +138,8 @@ impl TableBuilder {
             file,
             path,
             block_size: options.block_size.clamp(1, MAX_BLOCK_SIZE),
+            compression: options.compression,
+            packed: Vec::new(),
             offset: 0,
             block: BlockBuilder::new(options.restart_interval),
             index: IndexBuilder::default(),
@@ -270,7 +282,7 @@ impl TableBuilder {
         let index = std::mem::take(&mut self.index).finish();
         let index_handle = self.write_block(index)?;
         let properties = TableProperties {
-            format_version: FORMAT_VERSION,
+            format_version: self.format_version(),
             smallest: Bytes::from(std::mem::take(&mut self.smallest)),
             largest: Bytes::copy_from_slice(&self.last_key),
             entries: self.entries,
@@ -287,7 +299,7 @@ impl TableBuilder {
             index: index_handle,
             filter: filter_handle,
             properties: properties_handle,
-            version: FORMAT_VERSION,
+            version: self.format_version(),
         };
         self.append(&footer.encode())?;
         let path = self.path.clone();
@@ -312,11 +324,27 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// The format version this builder writes: 3 only if blocks may be compressed.
+    fn format_version(&self) -> u32 {
+        match self.compression {
+            Compression::None => UNCOMPRESSED_FORMAT_VERSION,
+            Compression::Lz4 => FORMAT_VERSION,
+        }
+    }
+
     /// Seals the data block in progress and appends it with one write.
     fn flush_block(&mut self) -> Result<()> {
-        let buf = self.block.finish();
-        let size = buf.len() as u64;
-        trailer::seal(buf, 0);
+        let raw = self.block.finish();
+        let buf = if self.compression == Compression::Lz4
+            && compression::compress_lz4(raw, &mut self.packed)
+        {
+            trailer::seal_as(&mut self.packed, 0, trailer::LZ4_COMPRESSION);
+            &mut self.packed
+        } else {
+            trailer::seal(raw, 0);
+            raw
+        };
+        let size = (buf.len() - trailer::BLOCK_TRAILER_SIZE) as u64;
         let handle = BlockHandle {
             offset: self.offset,
             size,

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::block::Block;
+use super::compression;
 use super::footer::BlockHandle;
 use super::trailer::{self, BLOCK_TRAILER_SIZE};
 use super::{BlockKind, Malformed};
+use crate::block_cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::stats::{self, Counters};
@@ -116,8 +118,9 @@ impl TableFile {
         self.file
             .with(|f| f.read_exact_at(&mut buf, offset))
             .map_err(|e| self.io_error("read", e))?;
-        stats::bump(&self.counters.data_block_reads);
-        stats::add(&self.counters.bytes_read, len as u64);
+        let s = self.counters.local();
+        stats::bump(&s.data_block_reads);
+        stats::add(&s.bytes_read, len as u64);
         Ok(buf)
     }
 
@@ -130,13 +133,58 @@ impl TableFile {
         Ok(sealed)
     }
 
-    /// Reads, checks and decodes the data block at `handle`.
+    /// The data block at `handle` for a point lookup: from the store's block cache if
+    /// it holds it, otherwise read, checked, decoded and kept there.
     pub fn read_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        self.cached_data_block(handle, true)
+    }
+
+    /// The data block at `handle` for a scan or a compaction: from the block cache if
+    /// it holds it, otherwise read from the file and not kept, so that one pass over
+    /// a table does not push the hot blocks out.
+    pub fn scan_data_block(&self, handle: BlockHandle) -> Result<Block> {
+        self.cached_data_block(handle, false)
+    }
+
+    fn cached_data_block(&self, handle: BlockHandle, fill: bool) -> Result<Block> {
+        let Some((cache, id)) = self.block_cache() else {
+            return self.load_data_block(handle);
+        };
+        if let Some(block) = cache.get(id, handle.offset) {
+            stats::bump(&self.counters.local().block_cache_hits);
+            return Ok(block);
+        }
+        stats::bump(&self.counters.local().block_cache_misses);
+        let block = self.load_data_block(handle)?;
+        if fill {
+            // Only a block that passed every check gets here.
+            cache.insert(id, handle.offset, block.clone());
+        }
+        Ok(block)
+    }
+
+    fn block_cache(&self) -> Option<(&BlockCache, u64)> {
+        match &self.file {
+            Source::Cached(slot) => slot.block_cache(),
+            Source::Open(_) => None,
+        }
+    }
+
+    /// Reads, checks and decodes the data block at `handle` from the file, bypassing
+    /// any cache (what `verify` uses).
+    pub fn load_data_block(&self, handle: BlockHandle) -> Result<Block> {
         let sealed = self.read_sealed(handle, BlockKind::Data)?;
         let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
-        let len = trailer::check(&sealed).map_err(bad)?;
-        // The trailer stays in the buffer: `Bytes::from` then takes it without copying.
-        Block::new(Bytes::from(sealed), len).map_err(bad)
+        match trailer::check_data(&sealed).map_err(bad)? {
+            (len, trailer::LZ4_COMPRESSION) => {
+                let raw = compression::decompress_lz4(&sealed[..len]).map_err(bad)?;
+                let len = raw.len();
+                Block::new(Bytes::from(raw), len).map_err(bad)
+            }
+            // The trailer stays in the buffer: `Bytes::from` then takes it without
+            // copying.
+            (len, _) => Block::new(Bytes::from(sealed), len).map_err(bad),
+        }
     }
 
     fn read_sealed(&self, handle: BlockHandle, kind: BlockKind) -> Result<Vec<u8>> {

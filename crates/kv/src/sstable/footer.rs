@@ -37,7 +37,12 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   descending; a key's versions may continue into the next data block, so two
 ///   neighbouring index separators may be equal. The properties block ends with the
 ///   name of the prefix extractor whose prefixes the filter holds.
-pub const FORMAT_VERSION: u32 = 2;
+/// * 3: data blocks may be LZ4-compressed (trailer type 1, see `compression.rs`).
+///   Written only by a builder with compression on; otherwise tables stay version 2.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The version a table without compressed blocks is written as.
+pub(crate) const UNCOMPRESSED_FORMAT_VERSION: u32 = 2;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -73,7 +73,7 @@ impl TableIter {
         let handle = self.table.index.handle(self.next_block)?;
         self.next_block += 1;
         let file = &self.table.file;
-        let result = file.read_data_block(handle).and_then(|block| {
+        let result = file.scan_data_block(handle).and_then(|block| {
             let mut it = block.into_iter();
             if let Some((key, inclusive)) = self.start.take() {
                 it.seek(&key, inclusive)
@@ -189,7 +189,7 @@ impl TableRevIter {
         self.next_block = i.checked_sub(1);
         let handle = self.table.index.handle(i)?;
         let file = &self.table.file;
-        let result = file.read_data_block(handle).and_then(|block| {
+        let result = file.scan_data_block(handle).and_then(|block| {
             self.entries = block
                 .into_iter()
                 .collect::<std::result::Result<Vec<_>, _>>()

@@ -26,7 +26,7 @@
 //!  | footer (64 bytes)              |   handles of filter, index, properties; magic
 //!  +--------------------------------+ <- file size
 //!
-//!  trailer = compression type (u8, 0 = none) | CRC-32 of block + type (u32 LE)
+//!  trailer = compression type (u8, 0 = none, 1 = LZ4) | CRC-32 of block + type (u32 LE)
 //! ```
 //!
 //! Opening a table reads the footer and then filter, index and properties together
@@ -71,6 +71,7 @@
 pub mod block;
 mod block_builder;
 mod builder;
+mod compression;
 mod file;
 mod footer;
 mod index;

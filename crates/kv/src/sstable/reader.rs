@@ -379,9 +379,9 @@ impl Table {
             return true; // this filter never saw these prefixes
         }
         let counters = t.file.counters();
-        stats::bump(&counters.prefix_checks);
+        stats::bump(&counters.local().prefix_checks);
         if !filter.may_contain_hash(hash) {
-            stats::bump(&counters.prefix_negatives); // the table is skipped, unread
+            stats::bump(&counters.local().prefix_negatives); // the table is skipped, unread
             return false;
         }
         true

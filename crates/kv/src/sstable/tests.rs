@@ -96,6 +96,11 @@ fn random_tables_round_trip() {
                 None
             },
             prefix_extractor: None,
+            compression: if round % 5 < 2 {
+                crate::options::Compression::Lz4
+            } else {
+                crate::options::Compression::None
+            },
         };
         let (data, summary) = build(&entries, options);
         assert_eq!(summary.file_size, data.len() as u64);
@@ -207,8 +212,8 @@ fn keys_outside_the_range_are_not_probes() {
     let before = file.reads.load(Ordering::Relaxed);
     assert_eq!(get(&table, b"a").unwrap(), None);
     assert_eq!(get(&table, b"zzz").unwrap(), None);
-    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 0);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().table_probes, 0);
+    assert_eq!(counters.snapshot().filter_checks, 0);
     assert_eq!(file.reads.load(Ordering::Relaxed), before);
 }
 
@@ -219,20 +224,17 @@ fn absent_keys_rejected_by_the_filter_cost_no_read() {
     let table = table.unwrap();
     // Opening reads the footer, then the metadata blocks: two reads, both counted.
     assert_eq!(file.reads.load(Ordering::Relaxed), 2);
-    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 2);
-    let reads_after_open = counters.data_block_reads.load(Ordering::Relaxed);
+    assert_eq!(counters.snapshot().data_block_reads, 2);
+    let reads_after_open = counters.snapshot().data_block_reads;
     for i in 0..40u32 {
         let key = format!("key-{:04}", i * 3 + 1).into_bytes();
         assert_eq!(get(&table, &key).unwrap(), None);
     }
-    assert_eq!(counters.table_probes.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_negatives.load(Ordering::Relaxed), 39);
-    assert_eq!(counters.filter_positives.load(Ordering::Relaxed), 0);
-    assert_eq!(
-        counters.data_block_reads.load(Ordering::Relaxed),
-        reads_after_open
-    );
+    assert_eq!(counters.snapshot().table_probes, 39);
+    assert_eq!(counters.snapshot().filter_checks, 39);
+    assert_eq!(counters.snapshot().filter_negatives, 39);
+    assert_eq!(counters.snapshot().filter_positives, 0);
+    assert_eq!(counters.snapshot().data_block_reads, reads_after_open);
     assert_eq!(file.reads.load(Ordering::Relaxed), 2);
 }
 
@@ -244,8 +246,8 @@ fn a_present_key_costs_exactly_one_read_of_its_block_and_trailer() {
     let table = table.unwrap();
     assert!(table.num_data_blocks() > 3);
     for (n, e) in entries.iter().enumerate() {
-        let reads = counters.data_block_reads.load(Ordering::Relaxed);
-        let bytes = counters.bytes_read.load(Ordering::Relaxed);
+        let reads = counters.snapshot().data_block_reads;
+        let bytes = counters.snapshot().bytes_read;
         let syscalls = file.reads.load(Ordering::Relaxed);
         assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
         let handle = table
@@ -253,20 +255,11 @@ fn a_present_key_costs_exactly_one_read_of_its_block_and_trailer() {
             .index
             .handle(table.inner.index.find(&e.0))
             .unwrap();
-        assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), reads + 1);
+        assert_eq!(counters.snapshot().data_block_reads, reads + 1);
         assert_eq!(file.reads.load(Ordering::Relaxed), syscalls + 1);
-        assert_eq!(
-            counters.bytes_read.load(Ordering::Relaxed) - bytes,
-            handle.size + 5
-        );
-        assert_eq!(
-            counters.filter_positives.load(Ordering::Relaxed),
-            n as u64 + 1
-        );
-        assert_eq!(
-            counters.filter_true_positives.load(Ordering::Relaxed),
-            n as u64 + 1
-        );
+        assert_eq!(counters.snapshot().bytes_read - bytes, handle.size + 5);
+        assert_eq!(counters.snapshot().filter_positives, n as u64 + 1);
+        assert_eq!(counters.snapshot().filter_true_positives, n as u64 + 1);
     }
 }
 
@@ -283,10 +276,10 @@ fn a_table_without_filter_reads_one_block_per_probe() {
     assert_eq!(table.filter_state(), &FilterState::NotWritten);
     assert_eq!(table.filter_info(), None);
     assert_eq!(get(&table, b"key-0001").unwrap(), None);
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
-    assert_eq!(counters.data_block_reads.load(Ordering::Relaxed), 3);
+    assert_eq!(counters.snapshot().filter_checks, 0);
+    assert_eq!(counters.snapshot().data_block_reads, 3);
     assert_entry(&get(&table, b"key-0000").unwrap().unwrap(), &entries[0]);
-    assert_eq!(counters.filter_true_positives.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().filter_true_positives, 0);
 }
 
 #[test]
@@ -295,9 +288,9 @@ fn iteration_reads_each_block_once() {
     let (data, _) = build(&entries, exact_options(128));
     let (table, counters, _) = open(data);
     let table = table.unwrap();
-    let before = counters.data_block_reads.load(Ordering::Relaxed);
+    let before = counters.snapshot().data_block_reads;
     assert_eq!(table.iter().count(), entries.len());
-    let after = counters.data_block_reads.load(Ordering::Relaxed);
+    let after = counters.snapshot().data_block_reads;
     assert_eq!(after - before, table.num_data_blocks() as u64);
 }
 
@@ -527,7 +520,7 @@ fn a_filter_its_policy_cannot_open_falls_back_to_the_data() {
     for e in &entries {
         assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
     }
-    assert_eq!(counters.filter_checks.load(Ordering::Relaxed), 0);
+    assert_eq!(counters.snapshot().filter_checks, 0);
 }
 
 #[test]
@@ -621,7 +614,11 @@ fn versions_of_one_key_span_blocks_and_each_read_sequence_finds_its_own() {
         assert_eq!(summary.entries, entries.len() as u64);
         let (table, counters, file) = open(data);
         let table = table.unwrap();
-        assert_eq!(table.properties().format_version, FORMAT_VERSION);
+        // Uncompressed tables stay version 2, readable by the code before version 3.
+        assert_eq!(
+            table.properties().format_version,
+            super::footer::UNCOMPRESSED_FORMAT_VERSION
+        );
         assert!(table.verify().is_empty(), "{:?}", table.verify());
         // Every version, in order, forwards; and backwards reversed.
         let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
@@ -727,4 +724,71 @@ fn a_version_1_table_is_still_read() {
         .collect::<crate::Result<_>>()
         .unwrap();
     assert_eq!(back.into_iter().rev().collect::<Vec<_>>(), all);
+}
+
+/// Entries whose values LZ4 folds well (half of each is one repeated byte).
+fn compressible_entries(n: usize) -> Vec<TestEntry> {
+    (0..n)
+        .map(|i| {
+            let mut v = format!("{i:08}-{}", i * 7919).into_bytes();
+            v.extend(std::iter::repeat_n(b'z', 40));
+            (
+                format!("key{i:06}").into_bytes(),
+                i as u64 + 1,
+                ValueKind::Put,
+                v,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn lz4_tables_round_trip_and_are_version_3() {
+    let entries = compressible_entries(600);
+    let options = |compression| TableOptions {
+        compression,
+        ..exact_options(4096)
+    };
+    let (raw, _) = build(&entries, options(crate::options::Compression::None));
+    let (packed, _) = build(&entries, options(crate::options::Compression::Lz4));
+    assert!(
+        packed.len() * 10 < raw.len() * 7,
+        "{} vs {}",
+        packed.len(),
+        raw.len()
+    );
+    let (table, _, _) = open(packed);
+    let table = table.unwrap();
+    assert_eq!(table.properties().format_version, FORMAT_VERSION);
+    assert!(table.verify().is_empty(), "{:?}", table.verify());
+    let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
+    assert_eq!(all.len(), entries.len());
+    for (e, (k, seq, _, v)) in all.iter().zip(&entries) {
+        assert_eq!((&e.key[..], e.seq, &e.value[..]), (&k[..], *seq, &v[..]));
+        let got = table.get(k, KeyHash::of(k)).unwrap().unwrap();
+        assert_eq!(&got.value[..], &v[..]);
+    }
+}
+
+#[test]
+fn every_byte_flip_in_lz4_data_blocks_is_detected() {
+    let entries = compressible_entries(150);
+    let options = TableOptions {
+        compression: crate::options::Compression::Lz4,
+        ..exact_options(1024)
+    };
+    let (data, _) = build(&entries, options);
+    let (table, _, _) = open(data.clone());
+    let data_size = table.unwrap().properties().data_size as usize;
+    assert!(data_size > 0);
+    for i in 0..data_size {
+        let mut bad = data.clone();
+        bad[i] ^= 0x01 << (i % 8);
+        let (table, _, _) = open(bad);
+        let table = table.unwrap(); // metadata untouched
+        let failed = table
+            .iter()
+            .any(|e| matches!(e, Err(Error::Corruption { .. })));
+        assert!(failed, "flip at byte {i} went unnoticed");
+    }
 }

@@ -2,8 +2,10 @@
 //!
 //! ```text
 //!  +----------------+------------------+-----------------------------+
-//!  | block contents | type: u8 (0)     | crc: u32 LE                 |
+//!  | block contents | type: u8         | crc: u32 LE                 |
 //!  | (size bytes)   | 0 = uncompressed | CRC-32 of contents and type |
+//!  |                | 1 = LZ4 (data    |                             |
+//!  |                | blocks, v3)      |                             |
 //!  +----------------+------------------+-----------------------------+
 //! ```
 //!
@@ -15,18 +17,38 @@ use super::Malformed;
 /// Bytes of trailer after each block.
 pub(crate) const BLOCK_TRAILER_SIZE: usize = 5;
 
-/// The only compression type of format version 1.
+/// Stored as built: every metadata block, and data blocks unless compressed.
 pub(crate) const NO_COMPRESSION: u8 = 0;
 
-/// Appends the trailer for the block occupying `buf[start..]`.
+/// A data block compressed with LZ4 (format version 3; see `compression.rs`).
+pub(crate) const LZ4_COMPRESSION: u8 = 1;
+
+/// Appends the trailer for the uncompressed block occupying `buf[start..]`.
 pub(crate) fn seal(buf: &mut Vec<u8>, start: usize) {
-    buf.push(NO_COMPRESSION);
+    seal_as(buf, start, NO_COMPRESSION);
+}
+
+/// Appends the trailer, with type `kind`, for the block occupying `buf[start..]`.
+pub(crate) fn seal_as(buf: &mut Vec<u8>, start: usize, kind: u8) {
+    buf.push(kind);
     let crc = crc32fast::hash(&buf[start..]);
     buf.extend_from_slice(&crc.to_le_bytes());
 }
 
-/// Checks the trailer at the end of `sealed` and returns the length of the contents.
+/// Checks the trailer of an uncompressed block at the end of `sealed` and returns the
+/// length of the contents.
 pub(crate) fn check(sealed: &[u8]) -> Result<usize, Malformed> {
+    match check_data(sealed)? {
+        (len, NO_COMPRESSION) => Ok(len),
+        (_, kind) => Err(Malformed(format!(
+            "compression type {kind} where only uncompressed blocks may be"
+        ))),
+    }
+}
+
+/// Checks the trailer of a data block at the end of `sealed` and returns the length of
+/// the stored contents and their compression type (one this code knows).
+pub(crate) fn check_data(sealed: &[u8]) -> Result<(usize, u8), Malformed> {
     let Some(len) = sealed.len().checked_sub(BLOCK_TRAILER_SIZE) else {
         return Err(Malformed(format!(
             "{} bytes cannot hold a block trailer",
@@ -46,10 +68,10 @@ pub(crate) fn check(sealed: &[u8]) -> Result<usize, Malformed> {
             "checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"
         )));
     }
-    if kind != NO_COMPRESSION {
+    if kind != NO_COMPRESSION && kind != LZ4_COMPRESSION {
         return Err(Malformed(format!("unknown compression type {kind}")));
     }
-    Ok(len)
+    Ok((len, kind))
 }
 
 #[cfg(test)]

@@ -193,7 +193,7 @@ fn check_data_blocks(
             );
         }
         expected_offset = h.end().unwrap_or(u64::MAX);
-        let block = match file.read_data_block(h) {
+        let block = match file.load_data_block(h) {
             Ok(b) => b,
             Err(e) => {
                 report(BlockKind::Data, h.offset, reason(e));

@@ -1,0 +1,104 @@
+//! What LZ4 data blocks save on disk and cost a get, side by side in one run.
+//!
+//! Two stores of the same keys with half-compressible 100-byte values (50 random
+//! bytes, 50 repeated), one raw and one LZ4, both compacted and read without a block
+//! cache, so every present get reads and (for LZ4) decompresses one block. Rounds
+//! alternate between the stores; the ratio is of medians.
+//!
+//! ```text
+//! cargo run --release --example compression_cost -- [keys] [gets per round] [rounds]
+//! ```
+
+use std::time::Instant;
+
+use bloomkv::kv::{Compression, Db, Options};
+
+fn value(i: u64) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<u8> = (0..50)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    v.extend(std::iter::repeat_n(b'r', 50));
+    v
+}
+
+fn key(i: u64) -> String {
+    format!("key{i:016}")
+}
+
+fn table_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numbers"))
+        .collect();
+    let n = args.first().copied().unwrap_or(500_000);
+    let gets = args.get(1).copied().unwrap_or(200_000);
+    let rounds = args.get(2).copied().unwrap_or(7);
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let stores: Vec<Db> = [Compression::None, Compression::Lz4]
+        .into_iter()
+        .zip(&dirs)
+        .map(|(compression, dir)| {
+            let db = Db::open(
+                dir.path(),
+                Options {
+                    compression,
+                    block_cache_size: 0,
+                    ..Options::default()
+                },
+            )
+            .unwrap();
+            for i in 0..n {
+                db.put(key(i), value(i)).unwrap();
+            }
+            db.compact().unwrap();
+            db
+        })
+        .collect();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let keys: Vec<String> = (0..gets)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            key(state % n)
+        })
+        .collect();
+    let mut ns = [Vec::new(), Vec::new()];
+    for _ in 0..rounds {
+        for (s, db) in stores.iter().enumerate() {
+            let started = Instant::now();
+            for k in &keys {
+                assert!(db.get(k).unwrap().is_some());
+            }
+            ns[s].push(started.elapsed().as_nanos() as f64 / keys.len() as f64);
+        }
+    }
+    let [raw_ns, lz4_ns] = ns.map(median);
+    let (raw_b, lz4_b) = (table_bytes(dirs[0].path()), table_bytes(dirs[1].path()));
+    println!(
+        "{n} keys: bytes on disk raw {raw_b}, lz4 {lz4_b} ({:.3}x); present get raw {raw_ns:.0} ns, \
+         lz4 {lz4_ns:.0} ns ({:.3}x)",
+        lz4_b as f64 / raw_b as f64,
+        lz4_ns / raw_ns
+    );
+}
