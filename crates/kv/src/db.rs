@@ -813,49 +813,44 @@ impl Inner {
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        bump(&self.counters.local().gets);
         // The view first, then the sequence number: every table in the view was
         // flushed from writes at or below it, so memtables and tables agree on one
-        // point in time. A guard, not a clone: nothing shared is written.
+        // point in time, and the tables' newest version is the answer: no walk down
+        // older versions (READ_LATEST). A guard, not a clone: nothing shared is written.
         let view = self.view.load();
         let read_seq = self.visible_seq.load(Ordering::Acquire);
-        let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
-            view.imm
-                .iter()
-                .rev()
-                .find_map(|(mem, _)| mem.get_at(key, read_seq))
-        });
-        if let Some(entry) = in_memory {
-            bump(&self.counters.local().memtable_hits);
-            return Ok(live_value(entry));
-        }
-        // Hash once; every table's filter is probed with the same hash. Every table in
-        // the view holds only writes at or below `read_seq`, so the tables' newest
-        // version is the answer: no walk down older versions (READ_LATEST).
-        let hash = KeyHash::of(key);
-        let mut tally = ReadTally::default();
-        let found = view.version.get(key, hash, READ_LATEST, &mut tally);
-        self.counters.add_tally(&tally);
-        Ok(found?.and_then(live_value))
+        self.read(&view, key, read_seq, READ_LATEST)
     }
 
     /// A snapshot's `get`: the current memtables and tables read as of `read_seq`.
     pub(crate) fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Result<Option<Bytes>> {
-        bump(&self.counters.local().gets);
         let view = self.view.load();
-        let in_memory = view.mem.get_at(key, read_seq).or_else(|| {
+        self.read(&view, key, read_seq, read_seq)
+    }
+
+    /// One lookup in `view`: memtables at `mem_seq`, then the tables at `table_seq`.
+    fn read(
+        &self,
+        view: &View,
+        key: &[u8],
+        mem_seq: SeqNo,
+        table_seq: SeqNo,
+    ) -> Result<Option<Bytes>> {
+        bump(&self.counters.local().gets);
+        let in_memory = view.mem.get_at(key, mem_seq).or_else(|| {
             view.imm
                 .iter()
                 .rev()
-                .find_map(|(mem, _)| mem.get_at(key, read_seq))
+                .find_map(|(mem, _)| mem.get_at(key, mem_seq))
         });
         if let Some(entry) = in_memory {
             bump(&self.counters.local().memtable_hits);
             return Ok(live_value(entry));
         }
+        // Hash once; every table's filter is probed with the same hash.
         let hash = KeyHash::of(key);
         let mut tally = ReadTally::default();
-        let found = view.version.get(key, hash, read_seq, &mut tally);
+        let found = view.version.get(key, hash, table_seq, &mut tally);
         self.counters.add_tally(&tally);
         Ok(found?.and_then(live_value))
     }
