@@ -2,7 +2,9 @@
 //!
 //! An absent key is checked once per L1.. level (and once per L0 table), so each level
 //! adds its false-positive rate `pᵢ` to the expected wasted reads of an absent get,
-//! `Σ wᵢ·pᵢ` (`wᵢ` = tables probed there: L0's table count, 1 below). But the levels
+//! `Σ wᵢ·pᵢ` (`wᵢ` = tables probed there: L0's table count; below, the share of the
+//! key space the level's tables cover, since a key outside every table's range is
+//! never checked). But the levels
 //! differ a hundredfold in size: a bit per key spent on the deepest level costs ten
 //! times more memory than on the level above. Monkey (Dayan, Athanassoulis, Idreos,
 //! SIGMOD 2017) shows that at a fixed memory the sum is smallest when each level's
@@ -18,16 +20,20 @@
 //! ```
 //!
 //! The plan is computed with each level's own policy model (cache-local or standard
-//! Bloom), so it works for any mix. It solves "minimise `Σ wᵢ f(bᵢ)` subject to
+//! Bloom, or Ribbon read off a sample block), so it works for any mix. It solves "minimise `Σ wᵢ f(bᵢ)` subject to
 //! `Σ nᵢ bᵢ = M`" greedily: starting from no filter anywhere, it repeatedly buys the
 //! step of 1/20 bit per key with the best reduction of wasted reads per bit of memory,
 //! until uniform's memory `M = bits_per_key · Σ nᵢ` is spent. The models are convex
 //! enough in `b` for the greedy order to reach the optimum within a step; a level
 //! whose best share would be under one bit per key gets no filter at all.
 //!
-//! The plan is recomputed from the live tree (plus the table being written) every time
-//! a table is built; a table keeps the filter it was built with until compaction
-//! rewrites it. `optimize_filters_for_hits` (RocksDB's name) gives the deepest
+//! The plan is recomputed every time a table is built, for the tree the level budgets
+//! describe: the live tree with the compaction's inputs moved to their output level,
+//! and every level above the deepest counted at most at its budget (compaction soon
+//! brings it back there). A table keeps the filter it was built with until compaction
+//! rewrites it, so a settled tree's filters reflect the plans of the moments its
+//! tables were written — the reason the benchmark's Monkey row gains less than this
+//! model promises (README, "The leveled shape"). `optimize_filters_for_hits` (RocksDB's name) gives the deepest
 //! non-empty level no filter: lookups for keys that exist mostly end there anyway.
 
 use std::collections::BinaryHeap;
