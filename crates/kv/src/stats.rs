@@ -350,6 +350,39 @@ impl DbStats {
 }
 
 impl Counters {
+    /// Per-level counters, L0 first. Levels 1.. are counted as lookups meet them; L0's
+    /// row is the totals minus the deeper levels (every table probe belongs to some
+    /// level), so the common lookup that only meets L0 tables records nothing extra.
+    fn level_stats(&self) -> Vec<LevelStats> {
+        let mut levels: Vec<LevelStats> = (0..NUM_LEVELS)
+            .map(|l| LevelStats {
+                table_probes: self.sum(|s| &s.levels[l].table_probes),
+                filter_negatives: self.sum(|s| &s.levels[l].filter_negatives),
+                filter_positives: self.sum(|s| &s.levels[l].filter_positives),
+                filter_true_positives: self.sum(|s| &s.levels[l].filter_true_positives),
+            })
+            .collect();
+        let deeper = |f: fn(&LevelStats) -> u64, levels: &[LevelStats]| -> u64 {
+            levels[1..].iter().map(f).sum()
+        };
+        let l0 = LevelStats {
+            table_probes: self
+                .sum(|s| &s.table_probes)
+                .saturating_sub(deeper(|l| l.table_probes, &levels)),
+            filter_negatives: self
+                .sum(|s| &s.filter_negatives)
+                .saturating_sub(deeper(|l| l.filter_negatives, &levels)),
+            filter_positives: self
+                .sum(|s| &s.filter_positives)
+                .saturating_sub(deeper(|l| l.filter_positives, &levels)),
+            filter_true_positives: self
+                .sum(|s| &s.filter_true_positives)
+                .saturating_sub(deeper(|l| l.filter_true_positives, &levels)),
+        };
+        levels[0] = l0;
+        levels
+    }
+
     /// Copies the counters, each summed over the stripes (shape fields are filled in
     /// by the store).
     pub fn snapshot(&self) -> DbStats {
@@ -369,14 +402,7 @@ impl Counters {
             write_stalls: get(&self.write_stalls),
             write_stall_micros: get(&self.write_stall_micros),
             open_table_files: 0,
-            levels: (0..NUM_LEVELS)
-                .map(|l| LevelStats {
-                    table_probes: self.sum(|s| &s.levels[l].table_probes),
-                    filter_negatives: self.sum(|s| &s.levels[l].filter_negatives),
-                    filter_positives: self.sum(|s| &s.levels[l].filter_positives),
-                    filter_true_positives: self.sum(|s| &s.levels[l].filter_true_positives),
-                })
-                .collect(),
+            levels: self.level_stats(),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),

@@ -86,8 +86,10 @@ impl Version {
         // whose range covers the key and starts loading each one's filter line; the
         // second tests them, newest first, so the cache misses overlap instead of
         // following one another.
+        // L0's share of the tally is not recorded per level: `Counters::snapshot`
+        // derives it (totals minus the deeper levels), so a lookup that only meets
+        // L0 tables pays nothing for per-level counting.
         let l0 = &self.levels[0];
-        let mark = tally.mark();
         if l0.len() <= 64 {
             let mut candidates = 0u64;
             for (i, handle) in l0.iter().enumerate() {
@@ -100,19 +102,16 @@ impl Version {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
                 if let Some(entry) = l0[i].table.probe_covered_at(key, hash, read_seq, tally)? {
-                    tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
             }
         } else {
             for handle in l0 {
                 if let Some(entry) = handle.table.get_at(key, hash, read_seq, tally)? {
-                    tally.close_level(0, mark);
                     return Ok(Some(entry));
                 }
             }
         }
-        tally.close_level(0, mark);
         for (n, level) in self.levels.iter().enumerate().skip(1) {
             let i = level.partition_point(|h| h.largest() < key);
             if let Some(handle) = level.get(i) {
