@@ -136,16 +136,30 @@ impl ScanIter {
     }
 }
 
-impl Iterator for ScanIter {
-    type Item = Result<(Bytes, Bytes)>;
+impl ScanIter {
+    /// The merge that walks from one end (opened on its first step).
+    fn merge(&mut self, direction: Direction) -> &mut Option<MergeIter> {
+        match direction {
+            Direction::Forward => &mut self.front,
+            Direction::Backward => &mut self.back,
+        }
+    }
 
-    fn next(&mut self) -> Option<Self::Item> {
+    /// One step from one end: the next live entry that end's merge yields, until it
+    /// passes the range's far bound or meets the other end. The two ends are two
+    /// independent merges; each remembers the last key it passed, and each stops
+    /// where the other has been.
+    fn step(&mut self, direction: Direction) -> Option<Result<(Bytes, Bytes)>> {
         while !self.done {
-            if self.front.is_none() {
-                self.front = Some(self.open(Direction::Forward));
+            if self.merge(direction).is_none() {
+                let opened = self.open(direction);
+                *self.merge(direction) = Some(opened);
             }
             let read_seq = self.read_seq;
-            let item = self.front.as_mut().and_then(|m| m.next_visible(read_seq));
+            let item = self
+                .merge(direction)
+                .as_mut()
+                .and_then(|m| m.next_visible(read_seq));
             let entry = match item {
                 None => break,
                 Some(Err(e)) => {
@@ -154,10 +168,14 @@ impl Iterator for ScanIter {
                 }
                 Some(Ok(e)) => e,
             };
-            if !self.before_end(&entry.key) {
+            let (in_range, last) = match direction {
+                Direction::Forward => (self.before_end(&entry.key), &mut self.front_key),
+                Direction::Backward => (self.after_start(&entry.key), &mut self.back_key),
+            };
+            if !in_range {
                 break;
             }
-            self.front_key = Some(entry.key.clone());
+            *last = Some(entry.key.clone());
             if entry.kind == ValueKind::Put {
                 return Some(Ok((entry.key, entry.value)));
             }
@@ -167,32 +185,17 @@ impl Iterator for ScanIter {
     }
 }
 
+impl Iterator for ScanIter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.step(Direction::Forward)
+    }
+}
+
 impl DoubleEndedIterator for ScanIter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            if self.back.is_none() {
-                self.back = Some(self.open(Direction::Backward));
-            }
-            let read_seq = self.read_seq;
-            let item = self.back.as_mut().and_then(|m| m.next_visible(read_seq));
-            let entry = match item {
-                None => break,
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                Some(Ok(e)) => e,
-            };
-            if !self.after_start(&entry.key) {
-                break;
-            }
-            self.back_key = Some(entry.key.clone());
-            if entry.kind == ValueKind::Put {
-                return Some(Ok((entry.key, entry.value)));
-            }
-        }
-        self.done = true;
-        None
+        self.step(Direction::Backward)
     }
 }
 
