@@ -209,44 +209,23 @@ impl Block {
         Ok(lo)
     }
 
-    /// Finds `target`: a binary search over the restart keys, then a scan of one run.
+    /// Finds the newest version of `target` in this block ([`Block::get_at`] at the
+    /// newest sequence number: the first entry for the key is the answer).
+    pub fn get(&self, target: &[u8]) -> Result<Option<Found>, Malformed> {
+        Ok(match self.get_at(target, SeqNo::MAX)? {
+            Lookup::Found(found) => Some(found),
+            Lookup::Absent | Lookup::Continues => None,
+        })
+    }
+
+    /// Finds the newest version of `target` with a sequence number at most `read_seq`
+    /// (versions are stored newest first): a binary search over the restart keys, then
+    /// a scan of one run, then a walk down the key's versions.
     ///
     /// The scan never rebuilds a key: it tracks how many leading bytes the current key
     /// shares with `target` (`matched`) and compares only the new bytes of each entry.
     /// An entry sharing more than `matched` bytes with its predecessor orders against
     /// `target` exactly as the predecessor did.
-    pub fn get(&self, target: &[u8]) -> Result<Option<Found>, Malformed> {
-        let buf = self.entries();
-        let mut pos = self.restart(self.restart_before(target)?);
-        let (mut key_len, mut matched, mut order) = (0, 0, Ordering::Less);
-        while pos < self.entries_end {
-            let e = self.decode_entry(pos, key_len)?;
-            let delta = &buf[e.delta.clone()];
-            if e.shared <= matched {
-                // key = target[..shared] ++ delta: compare the rest.
-                let rest = &target[e.shared..];
-                matched = e.shared + common_prefix(delta, rest);
-                order = delta.cmp(rest);
-            }
-            key_len = e.shared + delta.len();
-            match order {
-                Ordering::Less => pos = e.next,
-                Ordering::Equal => {
-                    return Ok(Some(Found {
-                        seq: e.seq,
-                        kind: e.kind,
-                        value: e.value,
-                    }))
-                }
-                Ordering::Greater => return Ok(None),
-            }
-        }
-        Ok(None)
-    }
-
-    /// Finds the newest version of `target` with a sequence number at most `read_seq`
-    /// (versions are stored newest first): [`Block::get`]'s search, then a walk down
-    /// the key's versions.
     pub fn get_at(&self, target: &[u8], read_seq: SeqNo) -> Result<Lookup, Malformed> {
         let buf = self.entries();
         let mut pos = self.restart(self.restart_before(target)?);
@@ -255,6 +234,7 @@ impl Block {
             let e = self.decode_entry(pos, key_len)?;
             let delta = &buf[e.delta.clone()];
             if e.shared <= matched {
+                // key = target[..shared] ++ delta: compare the rest.
                 let rest = &target[e.shared..];
                 matched = e.shared + common_prefix(delta, rest);
                 order = delta.cmp(rest);

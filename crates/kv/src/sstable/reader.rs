@@ -317,22 +317,20 @@ impl Table {
         };
         let mut block = t.file.read_data_block(handle)?;
         let corrupt = |offset: u64| move |m| t.file.corruption(BlockKind::Data, offset, m);
-        let found = if read_seq == READ_LATEST {
-            block.get(key).map_err(corrupt(handle.offset))?
-        } else {
-            let mut offset = handle.offset;
-            loop {
-                match block.get_at(key, read_seq).map_err(corrupt(offset))? {
-                    Lookup::Found(found) => break Some(found),
-                    Lookup::Absent => break None,
-                    Lookup::Continues => {
-                        i += 1;
-                        let Some(next) = t.index.handle(i) else {
-                            break None;
-                        };
-                        offset = next.offset;
-                        block = t.file.read_data_block(next)?;
-                    }
+        // At the newest sequence number the key's first entry is the answer, so
+        // `Continues` (all versions in this block too new) only happens to snapshots.
+        let mut offset = handle.offset;
+        let found = loop {
+            match block.get_at(key, read_seq).map_err(corrupt(offset))? {
+                Lookup::Found(found) => break Some(found),
+                Lookup::Absent => break None,
+                Lookup::Continues => {
+                    i += 1;
+                    let Some(next) = t.index.handle(i) else {
+                        break None;
+                    };
+                    offset = next.offset;
+                    block = t.file.read_data_block(next)?;
                 }
             }
         };
