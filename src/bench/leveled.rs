@@ -133,6 +133,7 @@ pub fn run_leveled(
             memtable_size: 2 << 20,
             target_file_size: 1 << 20,
             level1_max_bytes: LEVEL1_BYTES,
+            block_cache_size: w.cache_mib << 20,
             ..Options::default()
         };
         let db = Db::open(&dir, options.clone())?;
