@@ -42,6 +42,7 @@ use std::sync::{Arc, OnceLock};
 use bloomkv_filter::sizing::{cache_local_false_positive_rate, false_positive_rate};
 use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
 
+use crate::compaction;
 use crate::error::{Error, Result};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
 use crate::version::{TableHandle, Version};
@@ -358,6 +359,7 @@ pub(crate) fn loads(
         bytes as f64 / entries as f64
     };
     let deepest = version.deepest_nonempty_level().max(level);
+    let targets = compaction::targets(version, options);
     let deepest_tables = &version.levels[version.deepest_nonempty_level()];
     (0..NUM_LEVELS)
         .map(|l| {
@@ -372,7 +374,7 @@ pub(crate) fn loads(
                 count += 1;
             }
             if l >= 1 && l < deepest && keys > 0 {
-                let budget = (options.max_bytes_for_level(l) as f64 / entry_bytes) as u64;
+                let budget = (targets.bytes[l] as f64 / entry_bytes) as u64;
                 keys = keys.min(budget.max(1));
             }
             let probes = if l == 0 {

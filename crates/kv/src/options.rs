@@ -101,6 +101,16 @@ pub struct Options {
     pub level1_max_bytes: u64,
     /// Growth factor between levels. Default 10.
     pub level_size_multiplier: u64,
+    /// Size the levels from the bottom up (RocksDB's
+    /// `level_compaction_dynamic_level_bytes`): the deepest level (L6) holds what it
+    /// holds, each level above gets `1/level_size_multiplier` of the one below, and
+    /// L0 compacts into the highest level whose target is at least
+    /// `level1_max_bytes` (levels above it stay empty). Every pair of adjacent levels
+    /// is then ten times apart however much data there is, which keeps the tree's
+    /// shape, and the filter plan made for it, stable as the store grows. With the
+    /// default `false`, level `n` has the fixed budget `level1_max_bytes ×
+    /// multiplier^(n-1)` and the deepest level is only as full as the data makes it.
+    pub dynamic_level_bytes: bool,
     /// Compaction splits its output into tables of about this size. Default 2 MiB.
     pub target_file_size: u64,
     /// Frozen memtables waiting for flush before writers stall. Default 2.
@@ -209,6 +219,7 @@ impl Default for Options {
             l0_compaction_trigger: 4,
             level1_max_bytes: 8 << 20,
             level_size_multiplier: 10,
+            dynamic_level_bytes: false,
             target_file_size: 2 << 20,
             max_immutable_memtables: 2,
             level0_slowdown_writes_trigger: 8,
@@ -242,6 +253,7 @@ impl fmt::Debug for Options {
             .field("l0_compaction_trigger", &self.l0_compaction_trigger)
             .field("level1_max_bytes", &self.level1_max_bytes)
             .field("level_size_multiplier", &self.level_size_multiplier)
+            .field("dynamic_level_bytes", &self.dynamic_level_bytes)
             .field("target_file_size", &self.target_file_size)
             .field("max_immutable_memtables", &self.max_immutable_memtables)
             .field(

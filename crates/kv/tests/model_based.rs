@@ -17,6 +17,7 @@ fn options(filter: FilterKind) -> Options {
     } else {
         bloomkv_kv::Compression::None
     };
+    let dynamic_level_bytes = filter == FilterKind::StandardBloom;
     Options {
         filter,
         memtable_size: 16 * 1024,
@@ -28,6 +29,8 @@ fn options(filter: FilterKind) -> Options {
         // on the cache-local runs (the snapshot run included), raw ones on the others.
         block_cache_size: 24 * 1024,
         compression,
+        // The standard-Bloom run sizes its levels from the bottom up.
+        dynamic_level_bytes,
         ..Options::default()
     }
 }
