@@ -17,15 +17,17 @@
 //! no-last-level      10        10    10     –     ~1 (the last level is read)
 //! ```
 
+use std::sync::Arc;
 use std::time::Instant;
 
+use bloomkv_kv::fs::OsFileSystem;
 use bloomkv_kv::{Db, FilterAllocation, FilterKind, LevelStats, Options};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use super::{key, lookup_keys, BenchError, Phase, Progress, WorkDir, Workload};
+use super::{key, lookup_keys, BenchError, NoSyncFs, Phase, Progress, WorkDir, Workload};
 
 /// How filter memory is split in one leveled run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,6 +40,16 @@ pub enum Allocation {
     NoLastLevel,
 }
 
+/// One leveled run: an allocation, and the bits per key of memory it may spend
+/// (`None`: the workload's `--bits-per-key`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllocationRun {
+    /// How the memory is split.
+    pub allocation: Allocation,
+    /// The memory budget in bits per key, if not the workload's.
+    pub bits_per_key: Option<f64>,
+}
+
 impl Allocation {
     /// The name in flags, tables and reports.
     pub fn name(self) -> &'static str {
@@ -48,27 +60,63 @@ impl Allocation {
         }
     }
 
-    /// Parses a comma-separated list of names.
-    pub fn parse_list(list: &str) -> Result<Vec<Allocation>, BenchError> {
+    /// Parses a comma-separated list of names, each optionally with its own memory
+    /// budget in bits per key: `uniform,monkey,monkey@8,monkey@7`.
+    pub fn parse_list(list: &str) -> Result<Vec<AllocationRun>, BenchError> {
         list.split(',')
-            .map(|s| match s.trim() {
-                "uniform" => Ok(Allocation::Uniform),
-                "monkey" => Ok(Allocation::Monkey),
-                "no-last-level" => Ok(Allocation::NoLastLevel),
-                other => Err(format!(
-                    "unknown allocation {other:?} (uniform, monkey, no-last-level)"
-                )
-                .into()),
+            .map(|s| {
+                let (name, bits) = match s.trim().split_once('@') {
+                    Some((name, bits)) => {
+                        let bits: f64 = bits.parse().map_err(|_| {
+                            format!("bad bits per key {bits:?} in allocation {s:?}")
+                        })?;
+                        if !(1.0..=30.0).contains(&bits) {
+                            return Err(format!(
+                                "bits per key in allocation {s:?} must be in 1..=30"
+                            )
+                            .into());
+                        }
+                        (name, Some(bits))
+                    }
+                    None => (s.trim(), None),
+                };
+                let allocation = match name {
+                    "uniform" => Allocation::Uniform,
+                    "monkey" => Allocation::Monkey,
+                    "no-last-level" => Allocation::NoLastLevel,
+                    other => {
+                        return Err(format!(
+                            "unknown allocation {other:?} (uniform, monkey, no-last-level, \
+                             each optionally @BITS)"
+                        )
+                        .into())
+                    }
+                };
+                Ok(AllocationRun {
+                    allocation,
+                    bits_per_key: bits,
+                })
             })
             .collect()
+    }
+}
+
+impl AllocationRun {
+    /// The label in tables and reports: the name, with `@bits` when the budget is
+    /// not the workload's.
+    pub fn label(&self) -> String {
+        match self.bits_per_key {
+            Some(b) => format!("{}@{b}", self.allocation.name()),
+            None => self.allocation.name().to_string(),
+        }
     }
 }
 
 /// One level of one run.
 #[derive(Debug, Clone, Serialize)]
 pub struct LevelRow {
-    /// The allocation.
-    pub allocation: &'static str,
+    /// The allocation (with its budget: `monkey@8`).
+    pub allocation: String,
     /// The level.
     pub level: usize,
     /// Tables on it.
@@ -83,6 +131,9 @@ pub struct LevelRow {
     pub absent: LevelStats,
     /// Observed false-positive rate of the absent lookups on this level.
     pub observed_fp: f64,
+    /// Share of the absent lookups whose key fell inside one of the level's tables
+    /// (the others never ask its filters: the level's weight in the expected reads).
+    pub probed_share: f64,
 }
 
 /// One run's totals.
@@ -90,8 +141,10 @@ pub struct LevelRow {
 pub struct LeveledRow {
     /// `"leveled"`.
     pub shape: &'static str,
-    /// The allocation.
-    pub allocation: &'static str,
+    /// The allocation (with its budget: `monkey@8`).
+    pub allocation: String,
+    /// The memory budget in bits per key the allocation was given.
+    pub budget_bits_per_key: f64,
     /// Non-empty levels.
     pub levels: usize,
     /// Filter memory in bytes.
@@ -110,29 +163,59 @@ pub struct LeveledRow {
 
 /// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
 /// purpose: a million 120-byte entries then settle over four levels (L1..L4).
-pub const LEVEL1_BYTES: u64 = 256 << 10;
+pub const LEVEL1_BYTES: u64 = 64 << 10;
+
+/// Keys written between two flushes of the leveled load: well under what the
+/// 2 MiB memtable holds at the benchmark's largest default entries.
+const LOAD_CHUNK: usize = 8192;
+
+/// Table size of the leveled shape.
+pub const TARGET_FILE_BYTES: u64 = 64 << 10;
+
+/// Table files the leveled shape may keep open: its ~2,000 small tables do not fit the
+/// default 1,000, and reopening a file on every present get would be what the ns
+/// column measures. Up to 4,096, but never within 256 of the process's limit on open
+/// files (read from `/proc/self/limits`; the default where that cannot be read).
+fn open_files_budget() -> usize {
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+        });
+    match limit {
+        Some(limit) => limit.saturating_sub(256).clamp(1000, 4096),
+        None => Options::default().max_open_files,
+    }
+}
 
 /// Builds the tree once per allocation and measures it.
 pub fn run_leveled(
     w: &Workload,
-    allocations: &[Allocation],
+    allocations: &[AllocationRun],
     work: &WorkDir,
     progress: &dyn Progress,
 ) -> Result<Vec<LeveledRow>, BenchError> {
     let mut rows = Vec::new();
-    for &allocation in allocations {
-        let dir = work.store_dir(&format!("leveled-{}", allocation.name()))?;
+    for run in allocations {
+        let (allocation, label) = (run.allocation, run.label());
+        let budget = run.bits_per_key.unwrap_or(w.bits_per_key);
+        let dir = work.store_dir(&format!("leveled-{label}"))?;
         let options = Options {
             filter: FilterKind::CacheLocalBloom,
-            bits_per_key: w.bits_per_key,
+            bits_per_key: budget,
             filter_allocation: match allocation {
                 Allocation::Monkey => FilterAllocation::Monkey,
                 _ => FilterAllocation::Uniform,
             },
             optimize_filters_for_hits: allocation == Allocation::NoLastLevel,
             memtable_size: 2 << 20,
-            target_file_size: 1 << 20,
+            target_file_size: TARGET_FILE_BYTES,
             level1_max_bytes: LEVEL1_BYTES,
+            dynamic_level_bytes: true,
+            file_system: Arc::new(NoSyncFs(OsFileSystem)),
+            max_open_files: open_files_budget(),
             block_cache_size: w.cache_mib << 20,
             ..Options::default()
         };
@@ -140,14 +223,19 @@ pub fn run_leveled(
         let mut order: Vec<u64> = (0..w.keys).collect();
         order.shuffle(&mut StdRng::seed_from_u64(w.seed));
         let value = vec![b'v'; w.value_size];
-        progress.start(&format!("load leveled {}", allocation.name()), w.keys);
-        for (n, &i) in (1u64..).zip(&order) {
-            db.put(key(2 * i), &value)?;
-            if n.is_multiple_of(4096) {
-                progress.inc(4096);
+        progress.start(&format!("load leveled {label}"), w.keys);
+        // Deterministic: each chunk fits in the memtable, so no flush happens on its
+        // own; the chunk is flushed and every compaction it triggers runs to the end
+        // before the next chunk is written. The tree is then the same on every run
+        // (the background thread's timing decides nothing), and so is every
+        // allocation's tree.
+        for chunk in order.chunks(LOAD_CHUNK) {
+            for &i in chunk {
+                db.put(key(2 * i), &value)?;
             }
+            db.wait_for_compaction()?; // flushes first
+            progress.inc(chunk.len() as u64);
         }
-        db.wait_for_compaction()?;
         db.close()?;
         // Settle L0 too: a trigger of one table compacts whatever the load left there.
         let db = Db::open(
@@ -159,19 +247,19 @@ pub fn run_leveled(
         )?;
         db.wait_for_compaction()?;
         progress.finish();
-        rows.push(measure(&db, w, allocation)?);
+        rows.push(measure(&db, w, &label, budget)?);
     }
     Ok(rows)
 }
 
-fn measure(db: &Db, w: &Workload, allocation: Allocation) -> Result<LeveledRow, BenchError> {
+fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow, BenchError> {
     let infos = db.table_infos();
     let mut per_level: Vec<LevelRow> = Vec::new();
     let mut filter_bytes = 0u64;
     for t in &infos {
         if per_level.last().is_none_or(|r| r.level != t.level) {
             per_level.push(LevelRow {
-                allocation: allocation.name(),
+                allocation: label.to_string(),
                 level: t.level,
                 tables: 0,
                 keys: 0,
@@ -179,6 +267,7 @@ fn measure(db: &Db, w: &Workload, allocation: Allocation) -> Result<LeveledRow, 
                 predicted_fp: 0.0,
                 absent: LevelStats::default(),
                 observed_fp: 0.0,
+                probed_share: 0.0,
             });
         }
         let row = per_level.last_mut().ok_or("no level row")?;
@@ -213,8 +302,7 @@ fn measure(db: &Db, w: &Workload, allocation: Allocation) -> Result<LeveledRow, 
         };
         if found != want {
             return Err(format!(
-                "leveled {}: {} found {found} of {} lookups",
-                allocation.name(),
+                "leveled {label}: {} found {found} of {} lookups",
                 phase.name(),
                 keys.len()
             )
@@ -240,12 +328,14 @@ fn measure(db: &Db, w: &Workload, allocation: Allocation) -> Result<LeveledRow, 
     for row in &mut per_level {
         if let Some(stats) = absent_levels.get(row.level) {
             row.observed_fp = stats.observed_fp_rate();
+            row.probed_share = stats.table_probes as f64 / w.lookups.max(1) as f64;
             row.absent = stats.clone();
         }
     }
     Ok(LeveledRow {
         shape: "leveled",
-        allocation: allocation.name(),
+        allocation: label.to_string(),
+        budget_bits_per_key: budget,
         levels: per_level.len(),
         filter_bytes,
         absent_reads_per_lookup: absent_reads,
@@ -259,19 +349,22 @@ fn measure(db: &Db, w: &Workload, allocation: Allocation) -> Result<LeveledRow, 
 /// The leveled runs as a text table: one line per level, then the totals.
 pub fn print_leveled(rows: &[LeveledRow]) -> String {
     let mut out = format!(
-        "\nleveled shape (level-1 budget {} KiB, ×10 per level; auto compaction, settled)\n",
-        LEVEL1_BYTES >> 10
+        "\nleveled shape (levels sized from the bottom up, ×10 apart, base level ≥ {} KiB, \
+         {} KiB tables; loaded in flushed chunks, each compacted to the end: the same tree \
+         on every run)\n",
+        LEVEL1_BYTES >> 10,
+        TARGET_FILE_BYTES >> 10
     );
     out += &format!(
-        "{:<14} {:>5} {:>6} {:>9} {:>8} {:>10} {:>10} {:>9} {:>9}\n",
+        "{:<14} {:>5} {:>6} {:>9} {:>8} {:>7} {:>10} {:>10} {:>9}\n",
         "allocation",
         "level",
         "tables",
         "keys",
         "bits/key",
+        "probed",
         "pred FP",
         "obs FP",
-        "probes",
         "FP reads"
     );
     for r in rows {
@@ -286,20 +379,20 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
                 fp
             };
             out += &format!(
-                "{:<14} {:>5} {:>6} {:>9} {:>8.2} {:>9.4}% {:>9.4}% {:>9} {:>9}\n",
+                "{:<14} {:>5} {:>6} {:>9} {:>8.2} {:>6.1}% {:>9.4}% {:>9.4}% {:>9}\n",
                 r.allocation,
                 format!("L{}", l.level),
                 l.tables,
                 l.keys,
                 l.filter_bits_per_key,
+                l.probed_share * 100.0,
                 l.predicted_fp * 100.0,
                 l.observed_fp * 100.0,
-                l.absent.table_probes,
                 fp_reads
             );
         }
         out += &format!(
-            "{:<14} total: {} levels, filters {:.2} MiB; absent {:.4} reads/get, {:.0} ns; present {:.4} reads/get, {:.0} ns\n",
+            "{:<14} total: {} levels, filters {:.3} MiB; absent {:.4} reads/get, {:.0} ns; present {:.4} reads/get, {:.0} ns\n",
             r.allocation,
             r.levels,
             r.filter_bytes as f64 / (1 << 20) as f64,
@@ -308,6 +401,18 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
             r.present_reads_per_lookup,
             r.present_ns_per_lookup
         );
+    }
+    if let Some(uniform) = rows.iter().find(|r| r.allocation == "uniform") {
+        out += "relative to uniform:";
+        for r in rows.iter().filter(|r| r.allocation != "uniform") {
+            out += &format!(
+                "  {} {:.2}× reads at {:.2}× memory;",
+                r.allocation,
+                r.absent_reads_per_lookup / uniform.absent_reads_per_lookup.max(f64::MIN_POSITIVE),
+                r.filter_bytes as f64 / uniform.filter_bytes.max(1) as f64
+            );
+        }
+        out += "\n";
     }
     out
 }

@@ -19,6 +19,7 @@
 
 mod chart;
 mod leveled;
+mod no_sync;
 mod os_io;
 mod prefix;
 mod report;
@@ -34,8 +35,9 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-pub use chart::{render_savings_svg, render_sweep_svg};
-pub use leveled::{print_leveled, run_leveled, Allocation, LevelRow, LeveledRow};
+pub use chart::{render_leveled_svg, render_savings_svg, render_sweep_svg};
+pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow};
+pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};

@@ -11,9 +11,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
     compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table, print_table,
-    render_savings_svg, render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_store,
-    Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Progress, Report,
-    SweepPoint, WorkDir, Workload,
+    render_leveled_svg, render_savings_svg, render_sweep_svg, run_leveled, run_phase,
+    run_prefix_phases, run_store, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting,
+    Phase, Progress, Report, SweepPoint, WorkDir, Workload,
 };
 use crate::bench::report::Machine;
 
@@ -57,12 +57,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "none,standard,cache-local,ribbon")]
     pub filters: String,
     /// `flat`: `--tables` overlapping tables, compaction off (the default); `leveled`:
-    /// a tree built by the store's own compaction (1 MiB level-1 budget, ×10 per
-    /// level), measured per level under each `--allocation`.
+    /// a tree built by the store's own compaction (levels sized from the bottom up,
+    /// ×10 apart, 64 KiB tables), measured per level under each `--allocation`.
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
-    /// no-last-level, comma-separated.
+    /// no-last-level, comma-separated; `NAME@BITS` gives one its own memory budget
+    /// in bits per key (`monkey@8`: Monkey with 80% of uniform's memory at 10).
     #[arg(long, default_value = "uniform,monkey,no-last-level")]
     pub allocation: String,
     /// Prefix scans per prefix phase (absent, present; with and without a prefix
@@ -259,6 +260,19 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             let svg = path.with_extension("svg");
             std::fs::write(&svg, render_savings_svg(&report.rows))?;
             writeln!(out, "wrote {} and {}", path.display(), svg.display())?;
+        }
+        if !report.leveled.is_empty() {
+            // The leveled shape alone: its chart is the JSON's own `.svg`.
+            let leveled_svg = if report.rows.is_empty() {
+                path.with_extension("svg")
+            } else {
+                path.with_file_name(format!(
+                    "{}-leveled.svg",
+                    path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench")
+                ))
+            };
+            std::fs::write(&leveled_svg, render_leveled_svg(&report.leveled))?;
+            writeln!(out, "wrote {}", leveled_svg.display())?;
         }
         if args.sweep {
             let sweep_svg = path.with_file_name(format!(
