@@ -952,6 +952,7 @@ mod tests {
             threads: 1,
             lookups_per_sec: 1e9 / ns,
             block_cache_hits: None,
+            table_bytes: None,
         }
     }
 

@@ -27,7 +27,9 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use super::{key, lookup_keys, BenchError, NoSyncFs, Phase, Progress, WorkDir, Workload};
+use super::{
+    fill_value, key, lookup_keys, BenchError, NoSyncFs, Phase, Progress, WorkDir, Workload,
+};
 
 /// How filter memory is split in one leveled run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -222,7 +224,7 @@ pub fn run_leveled(
         let db = Db::open(&dir, options.clone())?;
         let mut order: Vec<u64> = (0..w.keys).collect();
         order.shuffle(&mut StdRng::seed_from_u64(w.seed));
-        let value = vec![b'v'; w.value_size];
+        let mut value = Vec::with_capacity(w.value_size);
         progress.start(&format!("load leveled {label}"), w.keys);
         // Deterministic: each chunk fits in the memtable, so no flush happens on its
         // own; the chunk is flushed and every compaction it triggers runs to the end
@@ -231,6 +233,7 @@ pub fn run_leveled(
         // allocation's tree.
         for chunk in order.chunks(LOAD_CHUNK) {
             for &i in chunk {
+                fill_value(&mut value, i, w.value_size);
                 db.put(key(2 * i), &value)?;
             }
             db.wait_for_compaction()?; // flushes first

@@ -41,7 +41,9 @@ pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
-pub use run::{check_lookups, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE};
+pub use run::{
+    check_lookups, print_disk_bytes, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE,
+};
 pub use store::{BloomkvStore, FilterSetting};
 
 /// Errors the benchmark passes through from the store under test.
@@ -130,6 +132,10 @@ pub trait BenchStore: Sync {
     fn tables(&self) -> usize;
     /// Asks the OS to drop the store's table files from its page cache.
     fn drop_caches(&self);
+    /// Bytes of the store's table files on disk, if the store can tell.
+    fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The workload's parameters.
@@ -153,6 +159,8 @@ pub struct Workload {
     pub threads: usize,
     /// MiB of block cache bloomkv's stores get.
     pub cache_mib: usize,
+    /// Block compression of bloomkv's stores: `"none"` or `"lz4"`.
+    pub compression: String,
 }
 
 impl Default for Workload {
@@ -167,6 +175,7 @@ impl Default for Workload {
             seed: 42,
             threads: 1,
             cache_mib: 8,
+            compression: "none".into(),
         }
     }
 }
@@ -177,7 +186,8 @@ impl std::fmt::Display for Workload {
         write!(
             f,
             "{} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping tables, \
-             {} absent + {} present lookups, {} bits/key, {} thread(s), {} MiB block cache{}",
+             {} absent + {} present lookups, {} bits/key, {} thread(s), {} MiB block cache, \
+             {} compression{}",
             self.keys,
             self.value_size,
             self.tables,
@@ -186,6 +196,7 @@ impl std::fmt::Display for Workload {
             self.bits_per_key,
             self.threads,
             self.cache_mib,
+            self.compression,
             if self.cold { ", cold page cache" } else { "" }
         )
     }
@@ -244,6 +255,28 @@ impl Progress for NoProgress {
     fn finish(&self) {}
 }
 
+/// The value stored under key number `i`: its first half pseudo-random bytes (a
+/// function of `i`, so every store gets the same ones), its second half one byte
+/// repeated. A block of such values compresses to a bit over half its size, as
+/// records with an id, a payload and padding do; all-equal values would flatter
+/// compression, all-random ones would leave it nothing.
+pub fn fill_value(value: &mut Vec<u8>, i: u64, len: usize) {
+    value.clear();
+    let random = len / 2;
+    let mut state = i ^ 0x9e37_79b9_7f4a_7c15;
+    while value.len() < random {
+        // SplitMix64: a full-period 64-bit generator, cheap and well mixed.
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let take = (random - value.len()).min(8);
+        value.extend_from_slice(&z.to_le_bytes()[..take]);
+    }
+    value.resize(len, b'v');
+}
+
 /// Loads the workload's keys into `store` and reopens it.
 pub fn load(
     store: &mut dyn BenchStore,
@@ -252,10 +285,11 @@ pub fn load(
 ) -> Result<(), BenchError> {
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut StdRng::seed_from_u64(w.seed));
-    let value = vec![b'v'; w.value_size];
+    let mut value = Vec::with_capacity(w.value_size);
     let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
     progress.start(&format!("load {}", store.label()), w.keys);
     for (n, &i) in (1u64..).zip(&order) {
+        fill_value(&mut value, i, w.value_size);
         store.put(&key(2 * i), &value)?;
         if n.is_multiple_of(per_table) || n == w.keys {
             store.end_table()?;
@@ -386,7 +420,9 @@ pub fn run_store(
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
         let result = run_phase(store, w, phase, progress)?;
-        rows.push(Row::new(&store.label(), phase, &result, &shape, w.keys));
+        let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
+        row.table_bytes = store.disk_bytes();
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -485,5 +521,30 @@ impl WorkDir {
             std::fs::write(&marker, format!("{listed}{name}\n"))?;
         }
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::fill_value;
+
+    #[test]
+    fn values_are_half_random_half_repeated_and_the_same_for_every_store() {
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        fill_value(&mut a, 7, 100);
+        fill_value(&mut b, 7, 100);
+        fill_value(&mut c, 8, 100);
+        assert_eq!(a.len(), 100);
+        assert_eq!(a, b, "a key's value must not depend on the run");
+        assert_ne!(a[..50], c[..50], "different keys get different random halves");
+        assert!(a[50..].iter().all(|&x| x == b'v'));
+        // The random half is not one repeated byte either (it would compress).
+        let distinct: std::collections::HashSet<u8> = a[..50].iter().copied().collect();
+        assert!(distinct.len() > 20, "{distinct:?}");
+        // Odd and tiny lengths.
+        for len in [0, 1, 3, 17] {
+            fill_value(&mut a, 1, len);
+            assert_eq!(a.len(), len);
+        }
     }
 }

@@ -51,6 +51,8 @@ pub struct Row {
     pub lookups_per_sec: f64,
     /// Data blocks served from the block cache during the phase (bloomkv only).
     pub block_cache_hits: Option<u64>,
+    /// Bytes of the store's table files on disk (where the store can tell).
+    pub table_bytes: Option<u64>,
 }
 
 impl Row {
@@ -92,6 +94,7 @@ impl Row {
             threads: r.threads,
             lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
             block_cache_hits: c.block_cache_hits,
+            table_bytes: None,
         }
     }
 }

@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// peers are given.
     #[arg(long, default_value_t = 8)]
     pub cache_mib: usize,
+    /// Compression of bloomkv's data blocks: none or lz4. The values are half
+    /// random, half repeated bytes, so LZ4 has something to do but not everything.
+    #[arg(long, default_value = "none")]
+    pub compression: String,
 }
 
 impl BenchArgs {
@@ -94,6 +98,7 @@ impl BenchArgs {
             seed: self.seed,
             threads: self.threads,
             cache_mib: self.cache_mib,
+            compression: self.compression.clone(),
         }
     }
 
@@ -105,6 +110,13 @@ impl BenchArgs {
             return Err(
                 "--keys, --tables, --lookups and --threads must be greater than zero".into(),
             );
+        }
+        if !matches!(self.compression.as_str(), "none" | "lz4") {
+            return Err(format!(
+                "--compression must be none or lz4, got {:?}",
+                self.compression
+            )
+            .into());
         }
         if !matches!(self.shape.as_str(), "flat" | "leveled") {
             return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
@@ -214,13 +226,19 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     } else {
         for setting in FilterSetting::parse_list(&args.filters)? {
             let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
-            let mut store =
-                BloomkvStore::create_with_cache(dir, setting, w.bits_per_key, w.cache_mib << 20)?;
+            let mut store = BloomkvStore::create_with(
+                dir,
+                setting,
+                w.bits_per_key,
+                w.cache_mib << 20,
+                &w.compression,
+            )?;
             rows.extend(run_store(&mut store, &w, &bar)?);
         }
         compare_to_baseline(&mut rows, FilterSetting::None.name());
         bar.0.finish_and_clear();
         write!(out, "{}", print_table(&rows))?;
+        write!(out, "{}", print_disk_bytes(&rows, &w))?;
         check_lookups(&rows)?;
         if args.prefix_scans > 0 {
             (prefix_rows, version_times) = run_prefix_phases(&w, &work, args.prefix_scans, &bar)?;
@@ -288,6 +306,32 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     }
     writeln!(out, "done in {:.1} s", started.elapsed().as_secs_f64())?;
     Ok(report)
+}
+
+/// One line: each store's table bytes on disk, against the raw size of what was
+/// loaded (keys and values, no overhead).
+pub fn print_disk_bytes(rows: &[super::Row], w: &Workload) -> String {
+    let raw = w.keys * (super::KEY_LEN + w.value_size) as u64;
+    let mut parts = Vec::new();
+    for r in rows.iter().filter(|r| r.phase == super::Phase::Absent) {
+        if let Some(bytes) = r.table_bytes {
+            parts.push(format!(
+                "{} {:.1} MiB ({:.2}×)",
+                r.filter,
+                bytes as f64 / (1 << 20) as f64,
+                bytes as f64 / raw.max(1) as f64
+            ));
+        }
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    format!(
+        "table bytes on disk ({} compression; keys + values loaded: {:.1} MiB): {}\n",
+        w.compression,
+        raw as f64 / (1 << 20) as f64,
+        parts.join(", ")
+    )
 }
 
 /// A present key not found is a false negative: the one thing a filter must never do

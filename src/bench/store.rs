@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use bloomkv_kv::{Db, FilterKind, Options};
+use bloomkv_kv::{Compression, Db, FilterKind, Options};
 
 use super::{BenchError, BenchStore, FilterShape, StoreCounters};
 
@@ -96,7 +96,25 @@ impl BloomkvStore {
         bits_per_key: f64,
         block_cache_size: usize,
     ) -> Result<Self, BenchError> {
+        Self::create_with(dir, setting, bits_per_key, block_cache_size, "none")
+    }
+
+    /// Like [`create_with_cache`](Self::create_with_cache), with data blocks
+    /// compressed by `compression` (`"none"` or `"lz4"`).
+    pub fn create_with(
+        dir: PathBuf,
+        setting: FilterSetting,
+        bits_per_key: f64,
+        block_cache_size: usize,
+        compression: &str,
+    ) -> Result<Self, BenchError> {
+        let compression = match compression {
+            "none" => Compression::None,
+            "lz4" => Compression::Lz4,
+            other => return Err(format!("unknown compression {other:?} (none, lz4)").into()),
+        };
         let options = Options {
+            compression,
             block_cache_size,
             filter: setting.kind(),
             bits_per_key,
@@ -197,5 +215,10 @@ impl BenchStore for BloomkvStore {
         if let Some(db) = self.db.as_ref() {
             db.drop_table_caches();
         }
+    }
+
+    fn disk_bytes(&self) -> Option<u64> {
+        let db = self.db.as_ref()?;
+        Some(db.table_infos().iter().map(|t| t.file_size).sum())
     }
 }
