@@ -50,6 +50,8 @@ pub struct AllocationRun {
     pub allocation: Allocation,
     /// The memory budget in bits per key, if not the workload's.
     pub bits_per_key: Option<f64>,
+    /// Ribbon filters instead of the cache-local Bloom.
+    pub ribbon: bool,
 }
 
 impl Allocation {
@@ -62,8 +64,9 @@ impl Allocation {
         }
     }
 
-    /// Parses a comma-separated list of names, each optionally with its own memory
-    /// budget in bits per key: `uniform,monkey,monkey@8,monkey@7`.
+    /// Parses a comma-separated list of names, each optionally with Ribbon filters
+    /// instead of the cache-local Bloom and its own memory budget in bits per key:
+    /// `uniform,monkey,monkey@8,monkey+ribbon`.
     pub fn parse_list(list: &str) -> Result<Vec<AllocationRun>, BenchError> {
         list.split(',')
             .map(|s| {
@@ -82,6 +85,10 @@ impl Allocation {
                     }
                     None => (s.trim(), None),
                 };
+                let (name, ribbon) = match name.strip_suffix("+ribbon") {
+                    Some(name) => (name, true),
+                    None => (name, false),
+                };
                 let allocation = match name {
                     "uniform" => Allocation::Uniform,
                     "monkey" => Allocation::Monkey,
@@ -89,7 +96,7 @@ impl Allocation {
                     other => {
                         return Err(format!(
                             "unknown allocation {other:?} (uniform, monkey, no-last-level, \
-                             each optionally @BITS)"
+                             each optionally +ribbon and @BITS)"
                         )
                         .into())
                     }
@@ -97,6 +104,7 @@ impl Allocation {
                 Ok(AllocationRun {
                     allocation,
                     bits_per_key: bits,
+                    ribbon,
                 })
             })
             .collect()
@@ -107,9 +115,10 @@ impl AllocationRun {
     /// The label in tables and reports: the name, with `@bits` when the budget is
     /// not the workload's.
     pub fn label(&self) -> String {
+        let ribbon = if self.ribbon { "+ribbon" } else { "" };
         match self.bits_per_key {
-            Some(b) => format!("{}@{b}", self.allocation.name()),
-            None => self.allocation.name().to_string(),
+            Some(b) => format!("{}{ribbon}@{b}", self.allocation.name()),
+            None => format!("{}{ribbon}", self.allocation.name()),
         }
     }
 }
@@ -205,7 +214,11 @@ pub fn run_leveled(
         let budget = run.bits_per_key.unwrap_or(w.bits_per_key);
         let dir = work.store_dir(&format!("leveled-{label}"))?;
         let options = Options {
-            filter: FilterKind::CacheLocalBloom,
+            filter: if run.ribbon {
+                FilterKind::Ribbon
+            } else {
+                FilterKind::CacheLocalBloom
+            },
             bits_per_key: budget,
             filter_allocation: match allocation {
                 Allocation::Monkey => FilterAllocation::Monkey,
@@ -418,4 +431,47 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
         out += "\n";
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocation_lists_parse_names_filters_and_budgets() {
+        let runs = Allocation::parse_list("uniform, monkey+ribbon@8.5,no-last-level@9").unwrap();
+        assert_eq!(
+            runs,
+            vec![
+                AllocationRun {
+                    allocation: Allocation::Uniform,
+                    bits_per_key: None,
+                    ribbon: false
+                },
+                AllocationRun {
+                    allocation: Allocation::Monkey,
+                    bits_per_key: Some(8.5),
+                    ribbon: true
+                },
+                AllocationRun {
+                    allocation: Allocation::NoLastLevel,
+                    bits_per_key: Some(9.0),
+                    ribbon: false
+                },
+            ]
+        );
+        let labels: Vec<String> = runs.iter().map(AllocationRun::label).collect();
+        assert_eq!(labels, ["uniform", "monkey+ribbon@8.5", "no-last-level@9"]);
+        for bad in [
+            "",
+            "monky",
+            "monkey@",
+            "monkey@x",
+            "monkey@0.5",
+            "monkey@31",
+            "uniform+bloom",
+        ] {
+            assert!(Allocation::parse_list(bad).is_err(), "{bad:?} was accepted");
+        }
+    }
 }

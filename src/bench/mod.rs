@@ -536,7 +536,11 @@ mod value_tests {
         fill_value(&mut c, 8, 100);
         assert_eq!(a.len(), 100);
         assert_eq!(a, b, "a key's value must not depend on the run");
-        assert_ne!(a[..50], c[..50], "different keys get different random halves");
+        assert_ne!(
+            a[..50],
+            c[..50],
+            "different keys get different random halves"
+        );
         assert!(a[50..].iter().all(|&x| x == b'v'));
         // The random half is not one repeated byte either (it would compress).
         let distinct: std::collections::HashSet<u8> = a[..50].iter().copied().collect();

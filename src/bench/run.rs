@@ -62,8 +62,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
-    /// no-last-level, comma-separated; `NAME@BITS` gives one its own memory budget
-    /// in bits per key (`monkey@8`: Monkey with 80% of uniform's memory at 10).
+    /// no-last-level, comma-separated; `NAME+ribbon` builds Ribbon filters instead of
+    /// the cache-local Bloom, `NAME@BITS` gives one its own memory budget in bits per
+    /// key (`monkey@8`: Monkey with 80% of uniform's memory at 10).
     #[arg(long, default_value = "uniform,monkey,no-last-level")]
     pub allocation: String,
     /// Prefix scans per prefix phase (absent, present; with and without a prefix
