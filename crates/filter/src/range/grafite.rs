@@ -1,0 +1,179 @@
+//! Grafite: a range filter over `u64` keys with a false-positive bound for any data
+//! and any queries (Costa, Ferragina, Vinciguerra, "Grafite: Taming Adversarial
+//! Queries with Optimal Range Filters", SIGMOD 2024).
+//!
+//! The key universe is cut into blocks of `L` consecutive keys (`L` = the longest
+//! range the filter answers). Each block gets a random offset `q(j)` in a *reduced
+//! universe* `[0, r)`, and a key moves by its block's offset:
+//!
+//! ```text
+//!   h(x) = (q(⌊x / L⌋) + x) mod r          q(j) = fastrange(mix(j ^ seed), r)
+//!
+//!   keys     |--- block j ---|--- block j+1 ---|
+//!            a  x      b        y
+//!   hashed   [q(j)+a .. q(j)+b] mod r  keeps the order of a, x, b inside block j;
+//!            y lands at an independent random place
+//! ```
+//!
+//! The filter stores the set `h(S)` in an [`EliasFano`] sequence. A query `[a, b]`
+//! of length `l = b − a + 1 ≤ L` touches at most two blocks; each piece maps to one
+//! interval of `[0, r)` (two, if it wraps past `r − 1`), and the answer is whether a
+//! stored hash falls in it: one successor search per interval.
+//!
+//! * **No false negatives.** A key in `[a, b]` is in one of the pieces, and its hash
+//!   is inside that piece's hashed interval, because `h` is a shift within a block.
+//! * **False positives.** A key of the same block outside the piece cannot alias into
+//!   it while the piece is shorter than `r` (a shift mod `r` is injective on fewer
+//!   than `r` consecutive values). A key of another block lands in a piece's
+//!   interval with probability `len/r` over the choice of `q`, so by the union bound
+//!   a query of length `l` is a false positive with probability at most `n·l/r`.
+//!   With `r = n·2^(B−2)` that is `l / 2^(B−2)`, and Elias–Fano spends
+//!   `2 + log2(r/n) = B` bits per key: the bound of the paper for `B` bits per key.
+//! * **When the answer is "maybe".** A range of `r` or more values covers the whole
+//!   reduced universe (the hashed interval would wrap onto itself), and a range
+//!   longer than `L` may touch more than two blocks: both answer "maybe" without a
+//!   search.
+
+use super::elias_fano::EliasFano;
+use crate::hash::fastrange64;
+
+/// A finalizer with full avalanche (MurmurHash3's `fmix64` constants), so that the
+/// offsets of neighbouring blocks are independent-looking.
+#[inline]
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z ^= z >> 33;
+    z = z.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    z ^= z >> 33;
+    z = z.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    z ^ (z >> 33)
+}
+
+/// The parameters of one filter's locality-preserving hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hasher {
+    /// The reduced universe `r ≥ 1`.
+    pub universe: u64,
+    /// The block length `L ≥ 1` (also the longest range answered).
+    pub block_len: u64,
+    pub seed: u64,
+}
+
+impl Hasher {
+    /// `h(x)`, in `[0, r)`.
+    #[inline]
+    pub(crate) fn hash(&self, x: u64) -> u64 {
+        let q = fastrange64(mix((x / self.block_len) ^ self.seed), self.universe);
+        // q < r and x mod r < r: the sum fits in u128 and one subtraction reduces it.
+        let s = u128::from(q) + u128::from(x % self.universe);
+        let r = u128::from(self.universe);
+        (if s >= r { s - r } else { s }) as u64
+    }
+}
+
+/// The reduced universe for `n` distinct keys at `bits_per_key`: `n · 2^(B−2)`,
+/// rounded up, at least `n` and at most `2^63`.
+pub(crate) fn reduced_universe(n: u64, bits_per_key: f64) -> u64 {
+    const MAX: f64 = (1u64 << 63) as f64;
+    let r = (n as f64 * (bits_per_key - 2.0).exp2()).ceil();
+    // NaN or infinity cannot come from a validated bits_per_key; cap them anyway.
+    let r = if r.is_finite() { r.min(MAX) } else { MAX };
+    (r as u64).max(n)
+}
+
+/// Hashes sorted, distinct keys and codes their hashes.
+pub(crate) fn build(keys: &[u64], hasher: &Hasher) -> EliasFano {
+    let mut hashed: Vec<u64> = keys.iter().map(|&x| hasher.hash(x)).collect();
+    hashed.sort_unstable();
+    hashed.dedup();
+    EliasFano::new(&hashed, hasher.universe)
+}
+
+/// Whether a stored key may lie in `a ..= b` (`a ≤ b`): "maybe" for ranges of `r` or
+/// more values or longer than `L`, else the answer of one or two hashed intervals.
+pub(crate) fn may_contain(ef: &EliasFano, hasher: &Hasher, a: u64, b: u64) -> bool {
+    if a > b {
+        return false;
+    }
+    let len = u128::from(b - a) + 1;
+    if len > u128::from(hasher.block_len) || len >= u128::from(hasher.universe) {
+        return true;
+    }
+    let (ja, jb) = (a / hasher.block_len, b / hasher.block_len);
+    if ja == jb {
+        piece(ef, hasher, a, b)
+    } else {
+        // len ≤ L: b is in the block right after a's. Its first key is jb·L ≤ b.
+        let split = jb * hasher.block_len;
+        piece(ef, hasher, a, split - 1) || piece(ef, hasher, split, b)
+    }
+}
+
+/// `a ..= b` inside one block, shorter than `r`: one hashed interval, or two when it
+/// wraps past `r − 1`.
+#[inline]
+fn piece(ef: &EliasFano, hasher: &Hasher, a: u64, b: u64) -> bool {
+    let (lo, hi) = (hasher.hash(a), hasher.hash(b));
+    if lo <= hi {
+        ef.any_in(lo, hi)
+    } else {
+        ef.any_in(lo, hasher.universe - 1) || ef.any_in(0, hi)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_a_shift_within_a_block() {
+        let h = Hasher {
+            universe: 1000,
+            block_len: 64,
+            seed: 7,
+        };
+        for x in 64 * 5..64 * 6 - 1 {
+            assert_eq!((h.hash(x) + 1) % 1000, h.hash(x + 1));
+        }
+    }
+
+    #[test]
+    fn every_stored_key_is_found_by_every_short_range_over_it() {
+        let keys = [0u64, 5, 63, 64, 65, 1000, u64::MAX - 1, u64::MAX];
+        let h = Hasher {
+            universe: reduced_universe(keys.len() as u64, 10.0),
+            block_len: 16,
+            seed: 3,
+        };
+        let ef = build(&keys, &h);
+        for &k in &keys {
+            for before in 0..16u64 {
+                for len in 1..=16u64 {
+                    let a = k.saturating_sub(before);
+                    let b = a.saturating_add(len - 1);
+                    if a <= k && k <= b {
+                        assert!(may_contain(&ef, &h, a, b), "{k} in {a}..={b}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn too_long_ranges_are_maybe() {
+        let h = Hasher {
+            universe: 8,
+            block_len: 100,
+            seed: 0,
+        };
+        let ef = build(&[1000], &h);
+        assert!(may_contain(&ef, &h, 0, 7)); // 8 values ≥ r
+        let h = Hasher {
+            universe: 1 << 20,
+            block_len: 4,
+            seed: 0,
+        };
+        let ef = build(&[1000], &h);
+        assert!(may_contain(&ef, &h, 0, 4)); // 5 values > L
+        assert!(!may_contain(&ef, &h, 5, 4)); // empty
+    }
+}
