@@ -127,6 +127,10 @@ proptest! {
         let reader = RangeFilterReader::open(&b.finish()).unwrap();
         let set: BTreeSet<Vec<u8>> = keys.iter().cloned().collect();
         let stored: Vec<&Vec<u8>> = set.iter().collect();
+        // L ≤ r: a longer block would alias its own keys r apart.
+        let stats = reader.stats();
+        prop_assert!(stats.max_range_len <= stats.reduced_universe);
+        prop_assert!(stats.max_range_len == max_len || stats.max_range_len == stats.reduced_universe);
         for k in &stored {
             prop_assert!(reader.may_contain_range(k, Bound::Included(k)));
         }
@@ -473,6 +477,7 @@ fn a_forged_header_with_a_valid_checksum_is_refused() {
         (24, u64::MAX),    // r
         (24, 1),           // r < n
         (32, 0),           // L
+        (32, u64::MAX),    // L > r
         (48, 0xFFFF_FFFF), // smallest length (and largest's low half)
         (16, 4),           // n disagrees with the words
     ] {

@@ -15,7 +15,7 @@
 //!  8            8     keys: add_key calls (duplicates included)
 //!  16           8     n: stored hashes, n ≤ r, n ≤ keys
 //!  24           8     r: reduced universe (0 iff the block holds no keys)
-//!  32           8     L: block length = longest range answered, ≥ 1
+//!  32           8     L: block length = longest range answered, 1 ≤ L ≤ r
 //!  40           8     seed of the block offsets q(j)
 //!  48           4     s: length of the smallest key
 //!  52           4     g: length of the largest key
@@ -29,7 +29,8 @@
 //!
 //! [`open`] checks, before trusting a byte: length ≥ 60, magic, version, CRC, kind,
 //! reserved byte, that both keys fit, `smallest ≤ largest`, `w ≤ 8` and `w` at least
-//! the longer boundary key's bytes after the common prefix (up to 8), `L ≥ 1`, `n ≤ r`, `n ≤
+//! the longer boundary key's bytes after the common prefix (up to 8), `1 ≤ L ≤ r`
+//! (`L ≥ 1` in an empty block), `n ≤ r`, `n ≤
 //! keys`, an empty block (`r = 0`) has `n = keys = s = g = 0`, the exact total length
 //! for those sizes (before allocating), and then the Elias–Fano words themselves
 //! (exactly `n` values, strictly increasing, below `r`, no bits past the end).
@@ -157,8 +158,10 @@ pub(crate) fn open(block: &[u8]) -> Result<Decoded, FilterError> {
             "{width} mapped bytes; the boundary keys need {least}..={MAPPED_BYTES}"
         )));
     }
-    if block_len == 0 {
-        return Err(corrupt("maximum range length 0"));
+    if block_len == 0 || (r != 0 && block_len > r) {
+        return Err(corrupt(format!(
+            "maximum range length {block_len} outside 1..=r ({r})"
+        )));
     }
     if n > r || n > keys {
         return Err(corrupt(format!(

@@ -68,7 +68,8 @@ pub struct RangeFilterBuilder {
 
 impl RangeFilterBuilder {
     /// A builder spending about `bits_per_key` bits per distinct key, answering ranges
-    /// of up to `max_range_len` mapped keys (longer ones are "maybe").
+    /// of up to `max_range_len` mapped keys (longer ones are "maybe"). A tiny key set
+    /// lowers the maximum to its reduced universe `r` (`L ≤ r` keeps the bound).
     pub fn new(bits_per_key: f64, max_range_len: u64) -> Result<Self, FilterError> {
         if !(RANGE_MIN_BITS_PER_KEY..=RANGE_MAX_BITS_PER_KEY).contains(&bits_per_key) {
             return Err(FilterError::InvalidArgument(format!(
@@ -138,9 +139,13 @@ impl RangeFilterBuilder {
         let mut mapped: Vec<u64> = (0..self.ends.len()).map(|i| map.map(self.key(i))).collect();
         mapped.sort_unstable();
         mapped.dedup();
+        let universe = grafite::reduced_universe(mapped.len() as u64, self.bits_per_key);
+        // A block longer than r would wrap onto itself: two keys of one block r apart
+        // would share a hash, and the bound would no longer hold. L ≤ r keeps it.
+        let block_len = self.max_range_len.min(universe);
         let hasher = Hasher {
-            universe: grafite::reduced_universe(mapped.len() as u64, self.bits_per_key),
-            block_len: self.max_range_len,
+            universe,
+            block_len,
             seed: self.seed,
         };
         let ef = grafite::build(&mapped, &hasher);
@@ -149,7 +154,7 @@ impl RangeFilterBuilder {
             &map,
             smallest,
             largest,
-            self.max_range_len,
+            block_len,
             Some(&hasher),
             &ef,
         )
