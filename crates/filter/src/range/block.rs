@@ -193,11 +193,7 @@ pub(crate) fn open(block: &[u8]) -> Result<Decoded, FilterError> {
         .collect();
     let (low, high) = words.split_at(low_words as usize);
     let ef = EliasFano::from_parts(n, r, low.to_vec(), high.to_vec()).map_err(corrupt)?;
-    let hasher = (r != 0).then_some(Hasher {
-        universe: r,
-        block_len,
-        seed,
-    });
+    let hasher = (r != 0).then(|| Hasher::new(r, block_len, seed));
     Ok(Decoded {
         keys,
         map: KeyMap { prefix_len, width },

@@ -25,8 +25,10 @@
 //! The sequence here is strictly increasing (callers deduplicate), which is what
 //! [`EliasFano::from_parts`] checks when it decodes one from untrusted words.
 
-/// Every `ZERO_SAMPLE`-th zero of the high vector is indexed.
-const ZERO_SAMPLE: u64 = 256;
+/// Every `ZERO_SAMPLE`-th zero of the high vector is indexed: a `select0` then scans
+/// about `2·ZERO_SAMPLE` bits (one or two words) from the sample. The index costs
+/// `64 / ZERO_SAMPLE` bits per bucket in memory (about 1 bit per key), nothing on disk.
+const ZERO_SAMPLE: u64 = 64;
 
 /// A strictly increasing sequence of `u64` values below a universe, Elias–Fano coded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -251,10 +253,7 @@ impl EliasFano {
             inv &= low_mask(self.high_len.saturating_sub(base).min(64));
             let c = u64::from(inv.count_ones());
             if rem <= c {
-                for _ in 1..rem {
-                    inv &= inv - 1;
-                }
-                return Some(base + u64::from(inv.trailing_zeros()));
+                return Some(base + u64::from(select_in_word(inv, rem - 1)));
             }
             rem -= c;
             w += 1;
@@ -292,6 +291,26 @@ impl EliasFano {
     pub(crate) fn any_in(&self, lo: u64, hi: u64) -> bool {
         lo <= hi && self.successor(lo).is_some_and(|v| v <= hi)
     }
+}
+
+/// The position of the `k`-th set bit (0-based) of `x`, which has more than `k`: whole
+/// bytes are skipped by their popcount, then at most 8 bits are cleared.
+#[inline]
+fn select_in_word(mut x: u64, mut k: u64) -> u32 {
+    let mut shift = 0u32;
+    loop {
+        let c = u64::from((x & 0xFF).count_ones());
+        if k < c || shift >= 56 {
+            break;
+        }
+        k -= c;
+        x >>= 8;
+        shift += 8;
+    }
+    for _ in 0..k {
+        x &= x - 1;
+    }
+    shift + x.trailing_zeros()
 }
 
 /// The low `bits` bits set (all of them for 64).
@@ -402,6 +421,21 @@ mod tests {
         assert!(EliasFano::from_parts(2, 8, dup_low, high.clone()).is_err());
         high[0] |= 1 << 20;
         assert!(EliasFano::from_parts(2, 8, low, high).is_err());
+    }
+
+    #[test]
+    fn select_in_word_finds_every_set_bit() {
+        for x in [1u64, 0x8000_0000_0000_0000, u64::MAX, 0xF0F0_0000_1234_5678] {
+            let mut expect = Vec::new();
+            for b in 0..64 {
+                if x >> b & 1 == 1 {
+                    expect.push(b);
+                }
+            }
+            for (k, &b) in expect.iter().enumerate() {
+                assert_eq!(select_in_word(x, k as u64), b, "{x:#x} k {k}");
+            }
+        }
     }
 
     #[test]

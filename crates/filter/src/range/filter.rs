@@ -143,11 +143,7 @@ impl RangeFilterBuilder {
         // A block longer than r would wrap onto itself: two keys of one block r apart
         // would share a hash, and the bound would no longer hold. L ≤ r keeps it.
         let block_len = self.max_range_len.min(universe);
-        let hasher = Hasher {
-            universe,
-            block_len,
-            seed: self.seed,
-        };
+        let hasher = Hasher::new(universe, block_len, self.seed);
         let ef = grafite::build(&mapped, &hasher);
         block::encode(
             self.ends.len() as u64,

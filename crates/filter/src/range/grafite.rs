@@ -2,18 +2,23 @@
 //! and any queries (Costa, Ferragina, Vinciguerra, "Grafite: Taming Adversarial
 //! Queries with Optimal Range Filters", SIGMOD 2024).
 //!
-//! The key universe is cut into blocks of `L` consecutive keys (`L` = the longest
+//! The key universe is cut into blocks of `L ≤ r` consecutive keys (`L` = the longest
 //! range the filter answers). Each block gets a random offset `q(j)` in a *reduced
 //! universe* `[0, r)`, and a key moves by its block's offset:
 //!
 //! ```text
-//!   h(x) = (q(⌊x / L⌋) + x) mod r          q(j) = fastrange(mix(j ^ seed), r)
+//!   h(x) = (q(j) + x − j·L) mod r,  j = ⌊x / L⌋      q(j) = fastrange(mix(j ^ seed), r)
 //!
 //!   keys     |--- block j ---|--- block j+1 ---|
 //!            a  x      b        y
-//!   hashed   [q(j)+a .. q(j)+b] mod r  keeps the order of a, x, b inside block j;
+//!   hashed   [q(j)+a−jL .. q(j)+b−jL] mod r  keeps the order of a, x, b inside block j;
 //!            y lands at an independent random place
 //! ```
+//!
+//! The paper writes `(q(j) + x) mod r`; adding `x − j·L` (the offset inside the block)
+//! instead is the same family of hashes (`q(j) + j·L mod r` is as uniform as `q(j)`),
+//! and since `x − j·L < L ≤ r` and `q(j) < r` the sum is reduced by one conditional
+//! subtraction instead of a 64-bit division. With `L` a power of two, `j` is a shift.
 //!
 //! The filter stores the set `h(S)` in an [`EliasFano`] sequence. A query `[a, b]`
 //! of length `l = b − a + 1 ≤ L` touches at most two blocks; each piece maps to one
@@ -53,20 +58,49 @@ pub(crate) fn mix(mut z: u64) -> u64 {
 pub(crate) struct Hasher {
     /// The reduced universe `r ≥ 1`.
     pub universe: u64,
-    /// The block length `L ≥ 1` (also the longest range answered).
+    /// The block length `1 ≤ L ≤ r` (also the longest range answered).
     pub block_len: u64,
     pub seed: u64,
+    /// `log2 L` when `L` is a power of two: the block number is then a shift.
+    shift: Option<u32>,
 }
 
 impl Hasher {
+    /// The hash of reduced universe `universe ≥ 1` and block length `block_len ≥ 1`,
+    /// lowered to `universe` if longer (see the module docs: `L ≤ r`).
+    pub(crate) fn new(universe: u64, block_len: u64, seed: u64) -> Hasher {
+        let block_len = block_len.clamp(1, universe.max(1));
+        Hasher {
+            universe: universe.max(1),
+            block_len,
+            seed,
+            shift: block_len
+                .is_power_of_two()
+                .then(|| block_len.trailing_zeros()),
+        }
+    }
+
+    /// `⌊x / L⌋`.
+    #[inline]
+    pub(crate) fn block(&self, x: u64) -> u64 {
+        match self.shift {
+            Some(s) => x >> s,
+            None => x / self.block_len,
+        }
+    }
+
     /// `h(x)`, in `[0, r)`.
     #[inline]
     pub(crate) fn hash(&self, x: u64) -> u64 {
-        let q = fastrange64(mix((x / self.block_len) ^ self.seed), self.universe);
-        // q < r and x mod r < r: the sum fits in u128 and one subtraction reduces it.
-        let s = u128::from(q) + u128::from(x % self.universe);
-        let r = u128::from(self.universe);
-        (if s >= r { s - r } else { s }) as u64
+        let j = self.block(x);
+        let q = fastrange64(mix(j ^ self.seed), self.universe);
+        // q < r and x − jL < L ≤ r ≤ 2^63: the sum fits, one subtraction reduces it.
+        let s = q + (x - j * self.block_len);
+        if s >= self.universe {
+            s - self.universe
+        } else {
+            s
+        }
     }
 }
 
@@ -98,7 +132,7 @@ pub(crate) fn may_contain(ef: &EliasFano, hasher: &Hasher, a: u64, b: u64) -> bo
     if len > u128::from(hasher.block_len) || len >= u128::from(hasher.universe) {
         return true;
     }
-    let (ja, jb) = (a / hasher.block_len, b / hasher.block_len);
+    let (ja, jb) = (hasher.block(a), hasher.block(b));
     if ja == jb {
         piece(ef, hasher, a, b)
     } else {
@@ -126,24 +160,23 @@ mod tests {
 
     #[test]
     fn hash_is_a_shift_within_a_block() {
-        let h = Hasher {
-            universe: 1000,
-            block_len: 64,
-            seed: 7,
-        };
+        let h = Hasher::new(1000, 64, 7);
         for x in 64 * 5..64 * 6 - 1 {
             assert_eq!((h.hash(x) + 1) % 1000, h.hash(x + 1));
         }
+        // Not a power of two: the block number is a division, the same shift inside.
+        let h = Hasher::new(1000, 48, 7);
+        for x in 48 * 5..48 * 6 - 1 {
+            assert_eq!((h.hash(x) + 1) % 1000, h.hash(x + 1));
+        }
+        assert_eq!(h.block(48 * 6 - 1), 5);
+        assert_eq!(h.block(48 * 6), 6);
     }
 
     #[test]
     fn every_stored_key_is_found_by_every_short_range_over_it() {
         let keys = [0u64, 5, 63, 64, 65, 1000, u64::MAX - 1, u64::MAX];
-        let h = Hasher {
-            universe: reduced_universe(keys.len() as u64, 10.0),
-            block_len: 16,
-            seed: 3,
-        };
+        let h = Hasher::new(reduced_universe(keys.len() as u64, 10.0), 16, 3);
         let ef = build(&keys, &h);
         for &k in &keys {
             for before in 0..16u64 {
@@ -160,18 +193,11 @@ mod tests {
 
     #[test]
     fn too_long_ranges_are_maybe() {
-        let h = Hasher {
-            universe: 8,
-            block_len: 100,
-            seed: 0,
-        };
+        let h = Hasher::new(8, 100, 0);
+        assert_eq!(h.block_len, 8); // lowered to r
         let ef = build(&[1000], &h);
         assert!(may_contain(&ef, &h, 0, 7)); // 8 values ≥ r
-        let h = Hasher {
-            universe: 1 << 20,
-            block_len: 4,
-            seed: 0,
-        };
+        let h = Hasher::new(1 << 20, 4, 0);
         let ef = build(&[1000], &h);
         assert!(may_contain(&ef, &h, 0, 4)); // 5 values > L
         assert!(!may_contain(&ef, &h, 5, 4)); // empty

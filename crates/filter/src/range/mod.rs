@@ -10,7 +10,7 @@
 //!
 //! ```text
 //!  key ──keymap──> u64 (≤ 8 bytes after the common key prefix)      range::keymap
-//!  u64 ──h(x) = (q(x / L) + x) mod r──> [0, r)                       range::grafite
+//!  u64 ──h(x) = (q(j) + x − jL) mod r, j = x / L──> [0, r)           range::grafite
 //!  sorted, distinct h(S) ──> Elias–Fano, successor search            range::elias_fano
 //!  bytes: header, boundary keys, words, CRC-32                       range::block
 //!  builder and reader                                                range::filter
