@@ -6,24 +6,30 @@
 //! length in ids: key `i` is `"r"` and the id `i · 4096` as 8 big-endian bytes. Every
 //! table's key range spans nearly all ids, so only a filter can rule a range out.
 //!
-//! Phases, on a store built with a range filter and on one without, for ranges of 1,
-//! 16, 64 and 1024 ids (`scan(a..=b)`):
+//! Phases, on three stores — no range filter, a prefix Bloom filter
+//! (`FixedPrefix::new(8)`: `"r"` and the id's top 7 bytes, so groups of 256 ids; a
+//! scan whose two bounds share a prefix asks it), and a range filter — for ranges of
+//! 1, 16, 64 and 1024 ids (`scan(a..=b)`):
 //!
 //! * **empty**: ranges inside the gaps between stored ids; half start right after a
 //!   stored id (`id + 1`, the correlated case that defeats trie-based range filters),
 //!   half anywhere in a gap;
 //! * **non-empty**: ranges holding a stored id at a random offset.
 //!
-//! Reported per phase: data-block reads per scan, range-filter checks and tables
-//! skipped, the observed false-positive rate per table check (empty phases) beside the
-//! bound `l / 2^(B−2)` (1 above the maximum range length `L`: such ranges are not
-//! asked), ns per scan, and the filter's bits per key as the tables report them.
+//! Reported per phase: data-block reads per scan, tables asked (range or prefix filter)
+//! and skipped, the share of asked tables that said "maybe" to an empty range (a
+//! wasted read each) beside the range filter's bound `l / 2^(B−2)` (1 above the maximum
+//! range length `L`: such ranges are not asked), ns per scan, and the range filter's
+//! bits per key as the tables report them. The prefix filter has no bound for ranges:
+//! a range starting right after a stored key shares that key's prefix.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Instant;
 
-use bloomkv_kv::{Db, FilterKind, Options, RangeFilterOptions};
+use std::sync::Arc;
+
+use bloomkv_kv::{Db, FilterKind, FixedPrefix, Options, PrefixExtractor, RangeFilterOptions};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -40,7 +46,7 @@ pub const RANGE_LENGTHS: [u64; 4] = [1, 16, 64, 1024];
 /// One range-scan phase on one store.
 #[derive(Debug, Clone, Serialize)]
 pub struct RangeRow {
-    /// `"none"` or `"grafite"`.
+    /// `"none"`, `"prefix-8"` or `"grafite"`.
     pub filter: String,
     /// `"empty"` or `"non-empty"`.
     pub phase: &'static str,
@@ -54,11 +60,11 @@ pub struct RangeRow {
     pub data_block_reads: u64,
     /// ... per scan.
     pub reads_per_scan: f64,
-    /// Tables whose range filter was asked.
-    pub range_filter_checks: u64,
+    /// Tables whose range (or prefix) filter was asked.
+    pub filter_checks: u64,
     /// Tables skipped on the filter's "no".
     pub tables_skipped: u64,
-    /// Empty phases: the share of checks that said "maybe" (a false positive each).
+    /// Empty phases: the share of checks that said "maybe" (a wasted read each).
     pub observed_fp: Option<f64>,
     /// The bound on that share: `l / 2^(B−2)`, or 1 for ranges longer than `L`.
     pub fp_bound: Option<f64>,
@@ -75,31 +81,39 @@ fn range_key(id: u64) -> [u8; 9] {
     k
 }
 
-fn options(w: &Workload, range: Option<RangeFilterOptions>) -> Options {
+/// The stores compared: a label, the range filter, and whether a prefix extractor.
+#[derive(Clone, Copy)]
+struct Setup {
+    label: &'static str,
+    range: Option<RangeFilterOptions>,
+    prefix: bool,
+}
+
+/// Bytes of the prefix: `"r"` and the id's top 7 bytes.
+const PREFIX_LEN: usize = 8;
+
+fn options(w: &Workload, setup: Setup) -> Options {
     Options {
         bits_per_key: w.bits_per_key,
         filter: FilterKind::CacheLocalBloom,
         disable_auto_compaction: true,
         memtable_size: 1 << 30,
         block_cache_size: w.cache_mib << 20,
-        range_filter: range,
+        range_filter: setup.range,
+        prefix_extractor: setup
+            .prefix
+            .then(|| Arc::new(FixedPrefix::new(PREFIX_LEN)) as Arc<dyn PrefixExtractor>),
         ..Options::default()
     }
 }
 
-fn load(
-    dir: &Path,
-    w: &Workload,
-    range: Option<RangeFilterOptions>,
-    progress: &dyn Progress,
-) -> Result<Db, BenchError> {
-    let db = Db::open(dir, options(w, range))?;
+fn load(dir: &Path, w: &Workload, setup: Setup, progress: &dyn Progress) -> Result<Db, BenchError> {
+    let db = Db::open(dir, options(w, setup))?;
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut StdRng::seed_from_u64(w.seed));
     let value = vec![b'v'; w.value_size];
     let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
-    let label = if range.is_some() { "grafite" } else { "none" };
-    progress.start(&format!("load range {label}"), w.keys);
+    progress.start(&format!("load range {}", setup.label), w.keys);
     for (n, &i) in (1u64..).zip(&order) {
         db.put(range_key(i * SPACING), &value)?;
         if n.is_multiple_of(per_table) || n == w.keys {
@@ -111,7 +125,7 @@ fn load(
     }
     progress.finish();
     db.close()?;
-    Ok(Db::open(dir, options(w, range))?)
+    Ok(Db::open(dir, options(w, setup))?)
 }
 
 /// The first id of each range of a phase, seeded.
@@ -167,8 +181,10 @@ fn scan_phase(
         .into());
     }
     let reads = after.data_block_reads - before.data_block_reads;
-    let checks = after.range_filter_checks - before.range_filter_checks;
-    let skipped = after.range_filter_negatives - before.range_filter_negatives;
+    let checks = after.range_filter_checks - before.range_filter_checks
+        + (after.prefix_checks - before.prefix_checks);
+    let skipped = after.range_filter_negatives - before.range_filter_negatives
+        + (after.prefix_negatives - before.prefix_negatives);
     let observed_fp = (empty && checks > 0).then(|| (checks - skipped) as f64 / checks as f64);
     Ok(RangeRow {
         filter: label.to_string(),
@@ -178,7 +194,7 @@ fn scan_phase(
         keys_found: found,
         data_block_reads: reads,
         reads_per_scan: reads as f64 / scans.max(1) as f64,
-        range_filter_checks: checks,
+        filter_checks: checks,
         tables_skipped: skipped,
         observed_fp,
         fp_bound: if empty { bound } else { None },
@@ -261,9 +277,27 @@ pub fn run_range_phases(
         return Err("the range phases need at least 3 keys".into());
     }
     let mut rows = Vec::new();
-    for (filter, label) in [(None, "none"), (Some(range), "grafite")] {
+    let setups = [
+        Setup {
+            label: "none",
+            range: None,
+            prefix: false,
+        },
+        Setup {
+            label: "prefix-8",
+            range: None,
+            prefix: true,
+        },
+        Setup {
+            label: "grafite",
+            range: Some(range),
+            prefix: false,
+        },
+    ];
+    for setup in setups {
+        let (filter, label) = (setup.range, setup.label);
         let dir = work.store_dir(&format!("range-{label}"))?;
-        let db = load(&dir, w, filter, progress)?;
+        let db = load(&dir, w, setup, progress)?;
         let infos = db.table_infos();
         let bits: Vec<f64> = infos
             .iter()
@@ -330,7 +364,7 @@ pub fn print_range_table(rows: &[RangeRow], times: Option<&RangeFilterTimes>) ->
             r.scans,
             r.keys_found,
             r.reads_per_scan,
-            r.range_filter_checks,
+            r.filter_checks,
             r.tables_skipped,
             pct(r.observed_fp),
             pct(r.fp_bound),
