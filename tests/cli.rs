@@ -338,5 +338,6 @@ fn bench_range_scans_skip_tables_and_write_their_rows() {
         }
     }
     assert!(range["filter_times"]["build_ns_per_key"].as_f64().unwrap() > 0.0);
+    assert!(dir.path().join("bench-range.svg").exists());
     assert!(stdout(&o).contains("grafite"));
 }

@@ -42,8 +42,8 @@ pub use leveled::{print_leveled, run_leveled, Allocation, LevelRow, LeveledRow};
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use range::{
-    print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
-    RANGE_LENGTHS,
+    print_range_table, render_range_svg, run_range_phases, time_range_filter, RangeFilterTimes,
+    RangeRow, RANGE_LENGTHS,
 };
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{check_lookups, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE};

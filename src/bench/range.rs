@@ -385,3 +385,90 @@ pub fn print_range_table(rows: &[RangeRow], times: Option<&RangeFilterTimes>) ->
     }
     out
 }
+
+/// The empty-range rows as an SVG bar chart: block reads per scan (log scale) by range
+/// length, one bar per store.
+pub fn render_range_svg(rows: &[RangeRow]) -> String {
+    const W: f64 = 720.0;
+    const H: f64 = 380.0;
+    const LEFT: f64 = 80.0;
+    const RIGHT: f64 = 20.0;
+    const TOP: f64 = 50.0;
+    const BOTTOM: f64 = 70.0;
+    const COLORS: [&str; 3] = ["#888888", "#e08a2c", "#2c7be0"];
+    let (y_lo, y_hi) = (1e-4f64, 20.0f64);
+    let plot_h = H - TOP - BOTTOM;
+    let y_of = |v: f64| {
+        let t = (v.max(y_lo).ln() - y_lo.ln()) / (y_hi.ln() - y_lo.ln());
+        TOP + plot_h * (1.0 - t.clamp(0.0, 1.0))
+    };
+    let mut stores: Vec<&str> = Vec::new();
+    for r in rows {
+        if !stores.contains(&r.filter.as_str()) {
+            stores.push(&r.filter);
+        }
+    }
+    let group_w = (W - LEFT - RIGHT) / RANGE_LENGTHS.len() as f64;
+    let bar_w = group_w * 0.8 / stores.len().max(1) as f64;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">Block reads per \
+         empty range scan, 10 overlapping tables (log scale)</text>\n",
+        W / 2.0
+    );
+    for exp in -4..=1 {
+        let v = 10f64.powi(exp);
+        let y = y_of(v);
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" x2=\"{}\" y1=\"{y:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{v}</text>",
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0
+        );
+    }
+    for (g, len) in RANGE_LENGTHS.iter().enumerate() {
+        let x0 = LEFT + group_w * (g as f64 + 0.1);
+        for (i, store) in stores.iter().enumerate() {
+            let Some(r) = rows
+                .iter()
+                .find(|r| r.filter == *store && r.range_len == *len && r.phase == "empty")
+            else {
+                continue;
+            };
+            let (x, y) = (x0 + bar_w * i as f64, y_of(r.reads_per_scan));
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\">\
+                 <title>{store}, {len} ids: {:.4} reads per scan</title></rect>",
+                bar_w * 0.9,
+                (TOP + plot_h - y).max(0.0),
+                COLORS[i % COLORS.len()],
+                r.reads_per_scan
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{len} ids</text>",
+            LEFT + group_w * (g as f64 + 0.5),
+            TOP + plot_h + 18.0
+        );
+    }
+    for (i, store) in stores.iter().enumerate() {
+        let x = LEFT + 160.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{x}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\
+             <text x=\"{}\" y=\"{}\">{store}</text>",
+            H - 28.0,
+            COLORS[i % COLORS.len()],
+            x + 18.0,
+            H - 18.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}

@@ -11,10 +11,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
     compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table,
-    print_range_table, print_table, render_savings_svg, render_sweep_svg, run_leveled, run_phase,
-    run_prefix_phases, run_range_phases, run_store, time_range_filter, Allocation, BenchError,
-    BenchStore, BloomkvStore, FilterSetting, Phase, Progress, Report, SweepPoint, WorkDir,
-    Workload,
+    print_range_table, print_table, render_range_svg, render_savings_svg, render_sweep_svg,
+    run_leveled, run_phase, run_prefix_phases, run_range_phases, run_store, time_range_filter,
+    Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Progress, Report,
+    SweepPoint, WorkDir, Workload,
 };
 use crate::bench::report::Machine;
 
@@ -260,7 +260,14 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 let range_json = path.with_file_name(format!("{stem}-range.json"));
                 let both = serde_json::json!({ "rows": range_rows, "filter_times": times });
                 std::fs::write(&range_json, serde_json::to_string_pretty(&both)?)?;
-                writeln!(out, "wrote {}", range_json.display())?;
+                let range_svg = range_json.with_extension("svg");
+                std::fs::write(&range_svg, render_range_svg(&range_rows))?;
+                writeln!(
+                    out,
+                    "wrote {} and {}",
+                    range_json.display(),
+                    range_svg.display()
+                )?;
             }
         }
     }
