@@ -119,6 +119,8 @@ pub struct TableBuilder {
     last_prefix: Option<Vec<u8>>,
     /// Collects every distinct key for the range filter (only with one).
     range: Option<RangeFilterBuilder>,
+    /// The range filter's bits per key (0 without one), for `estimated_size`.
+    range_bits_per_key: f64,
     smallest: Vec<u8>,
     last_key: Vec<u8>,
     last_seq: SeqNo,
@@ -163,6 +165,7 @@ impl TableBuilder {
             range: options
                 .range_filter
                 .and_then(|r| RangeFilterBuilder::new(r.bits_per_key, r.max_range_len).ok()),
+            range_bits_per_key: options.range_filter.map_or(0.0, |r| r.bits_per_key),
             filter: options.filter_policy.map(|p| {
                 let builder = p.new_builder();
                 (p, builder)
@@ -248,16 +251,21 @@ impl TableBuilder {
         self.entries
     }
 
-    /// The file's size if it were finished now (an estimate: the filter is guessed from
-    /// its bits per key).
+    /// The file's size if it were finished now (an estimate: the filters are guessed
+    /// from their bits per key).
     pub fn estimated_size(&self) -> u64 {
         let filter = self.filter.as_ref().map_or(0, |(policy, _)| {
             (policy.bits_per_key().max(0.0) * self.entries as f64 / 8.0) as u64
+        });
+        let range = self.range.as_ref().map_or(0, |r| {
+            // The boundary keys are counted below; the header is under the 128.
+            (self.range_bits_per_key * r.num_keys() as f64 / 8.0) as u64
         });
         self.offset
             + self.block.estimated_size() as u64
             + self.index.size() as u64
             + filter
+            + range
             + 128
             + self.smallest.len() as u64
             + self.last_key.len() as u64
