@@ -294,3 +294,50 @@ fn bench_writes_a_json_report_with_every_field() {
     assert_eq!(report["workload"]["keys"], 3000);
     assert!(json.with_extension("svg").exists());
 }
+
+#[test]
+fn bench_range_scans_skip_tables_and_write_their_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let o = bloomkv(&[
+        "bench",
+        "--keys",
+        "3000",
+        "--tables",
+        "3",
+        "--lookups",
+        "100",
+        "--filters",
+        "none",
+        "--prefix-scans",
+        "0",
+        "--range-scans",
+        "200",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let range: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("bench-range.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = range["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 24, "three stores, four lengths, two phases");
+    for row in rows {
+        let skipped = row["tables_skipped"].as_u64().unwrap();
+        let checks = row["filter_checks"].as_u64().unwrap();
+        match (
+            row["filter"].as_str().unwrap(),
+            row["range_len"].as_u64().unwrap(),
+        ) {
+            ("none", _) => assert_eq!(checks, 0, "{row}"),
+            ("prefix-8", _) => assert!(skipped <= checks, "{row}"),
+            // Within L = 64 the filter rules out most tables; 1024 is "maybe".
+            ("grafite", len) if len <= 64 => assert!(skipped * 10 > checks * 6, "{row}"),
+            _ => assert_eq!(skipped, 0, "{row}"),
+        }
+    }
+    assert!(range["filter_times"]["build_ns_per_key"].as_f64().unwrap() > 0.0);
+    assert!(dir.path().join("bench-range.svg").exists());
+    assert!(stdout(&o).contains("grafite"));
+}

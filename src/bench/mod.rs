@@ -13,6 +13,8 @@
 //! Then, on bloomkv only, the prefix-scan phases (`prefix.rs`): the same flat shape with
 //! keys in prefix groups, prefix scans of absent and present prefixes with and without
 //! a prefix extractor, point gets with a snapshot held, and full scans both ways.
+//! With `--range-scans N`, the range-scan phases (`range.rs`): short empty and
+//! non-empty range scans over the same flat shape, with and without a range filter.
 //!
 //! The workload talks to a store only through [`BenchStore`], so the very same code
 //! runs on bloomkv without a filter, with each Bloom layout, and on peer stores.
@@ -22,6 +24,7 @@ mod leveled;
 mod no_sync;
 mod os_io;
 mod prefix;
+mod range;
 mod report;
 mod run;
 mod store;
@@ -40,6 +43,10 @@ pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRo
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
+pub use range::{
+    print_range_table, render_range_svg, run_range_phases, time_range_filter, RangeFilterTimes,
+    RangeRow, RANGE_LENGTHS,
+};
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{
     check_lookups, print_disk_bytes, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE,

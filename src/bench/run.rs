@@ -10,10 +10,11 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
-    compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table, print_table,
-    render_leveled_svg, render_savings_svg, render_sweep_svg, run_leveled, run_phase,
-    run_prefix_phases, run_store, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting,
-    Phase, Progress, Report, SweepPoint, WorkDir, Workload,
+    compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table,
+    print_range_table, print_table, render_leveled_svg, render_range_svg, render_savings_svg,
+    render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_range_phases, run_store,
+    time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase,
+    Progress, Report, SweepPoint, WorkDir, Workload,
 };
 use crate::bench::report::Machine;
 
@@ -84,6 +85,17 @@ pub struct BenchArgs {
     /// random, half repeated bytes, so LZ4 has something to do but not everything.
     #[arg(long, default_value = "none")]
     pub compression: String,
+    /// Range scans per range phase (empty and non-empty, each length, with and
+    /// without a range filter; flat shape); 0, the default, skips the range phases.
+    /// Their rows also go to `<json>-range.json`.
+    #[arg(long, default_value_t = 0)]
+    pub range_scans: u64,
+    /// Range filter bits per key in the range phases.
+    #[arg(long, default_value_t = 16.0)]
+    pub range_bits_per_key: f64,
+    /// Longest range (in ids) the range filter answers in the range phases.
+    #[arg(long, default_value_t = 64)]
+    pub range_max_len: u64,
 }
 
 impl BenchArgs {
@@ -146,6 +158,10 @@ impl BenchArgs {
         }
         if u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
+        }
+        if self.range_scans > 0 {
+            bloomkv_filter::RangeFilterBuilder::new(self.range_bits_per_key, self.range_max_len)
+                .map_err(|e| format!("--range-bits-per-key / --range-max-len: {e}"))?;
         }
         if !(self.bits_per_key.is_finite() && self.bits_per_key > 0.0 && self.bits_per_key <= 100.0)
         {
@@ -249,6 +265,30 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 "{}",
                 print_prefix_table(&prefix_rows, version_times.as_ref())
             )?;
+        }
+        if args.range_scans > 0 {
+            let range = bloomkv_kv::RangeFilterOptions {
+                bits_per_key: args.range_bits_per_key,
+                max_range_len: args.range_max_len,
+            };
+            let range_rows = run_range_phases(&w, &work, args.range_scans, range, &bar)?;
+            let times = time_range_filter(&w, range, args.range_scans.max(100_000))?;
+            bar.0.finish_and_clear();
+            write!(out, "{}", print_range_table(&range_rows, Some(&times)))?;
+            if let Some(path) = &args.json {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
+                let range_json = path.with_file_name(format!("{stem}-range.json"));
+                let both = serde_json::json!({ "rows": range_rows, "filter_times": times });
+                std::fs::write(&range_json, serde_json::to_string_pretty(&both)?)?;
+                let range_svg = range_json.with_extension("svg");
+                std::fs::write(&range_svg, render_range_svg(&range_rows))?;
+                writeln!(
+                    out,
+                    "wrote {} and {}",
+                    range_json.display(),
+                    range_svg.display()
+                )?;
+            }
         }
     }
 

@@ -20,6 +20,9 @@
 //!   [`FilterReader`], implemented by [`BloomPolicy`] in two [`BloomLayout`]s, writing
 //!   the self-describing, checksummed [`filter_block`] format. A store hashes each
 //!   lookup key once with [`KeyHash::of`] and hands the hash to every table's reader.
+//! * **A range filter** for short scans: [`RangeFilterBuilder`] and
+//!   [`RangeFilterReader`] (Grafite over an order-preserving map of byte keys), so a
+//!   store can skip a table for a key range it holds nothing in.
 //!
 //! ```
 //! use bloomkv_filter::{BloomFilter, BloomPolicy, FilterPolicy};
@@ -53,6 +56,7 @@ mod layout;
 mod line_model;
 pub mod murmur3;
 mod policy;
+mod range;
 mod ribbon;
 pub mod sizing;
 mod standalone_probes;
@@ -67,4 +71,8 @@ pub use error::FilterError;
 pub use hash::{fastrange64, KeyHash};
 pub use layout::{BloomLayout, CACHE_LOCAL_MAX_PROBES, CACHE_LOCAL_PROBES, MAX_PROBES};
 pub use policy::{FilterBuilder, FilterInfo, FilterPolicy, FilterReader};
+pub use range::{
+    RangeFilterBuilder, RangeFilterReader, RangeFilterStats, RANGE_DEFAULT_SEED,
+    RANGE_FORMAT_VERSION, RANGE_MAX_BITS_PER_KEY, RANGE_MIN_BITS_PER_KEY,
+};
 pub use ribbon::{RibbonPolicy, RIBBON_FORMAT_VERSION, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};

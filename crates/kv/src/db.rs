@@ -892,6 +892,7 @@ impl Inner {
                 Some((name, hash)) => h.table.may_contain_prefix(name, hash),
                 None => true,
             })
+            .filter(|(_, h)| h.table.may_contain_range(as_slice(&start), as_slice(&end)))
             .map(|(_, h)| h.table.clone())
             .collect();
         ScanIter::new(mems, tables, read_seq, start, end)
@@ -1269,6 +1270,11 @@ fn live_value(entry: Entry) -> Option<Bytes> {
     }
 }
 
+/// A bound over owned bytes as a bound over a slice.
+fn as_slice(bound: &Bound<Bytes>) -> Bound<&[u8]> {
+    bound.as_ref().map(|k| &k[..])
+}
+
 fn range_overlaps(
     start: &Bound<Bytes>,
     end: &Bound<Bytes>,
@@ -1351,6 +1357,7 @@ pub(crate) fn build_table(
                 filter_policy: policy.clone(),
                 prefix_extractor: options.prefix_extractor.clone(),
                 compression: options.compression,
+                range_filter: options.range_filter,
             },
         );
         for entry in entries {

@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv_filter::FilterInfo;
+use bloomkv_filter::{FilterInfo, RangeFilterStats};
 use bytes::Bytes;
 use serde::Serialize;
 
@@ -26,7 +26,7 @@ use crate::fs::{FileSystem, OsFileSystem};
 use crate::manifest::{self, ManifestState};
 use crate::options::Options;
 use crate::recovery::{self, WalRecovery};
-use crate::sstable::{self, show_key, FilterState, Table};
+use crate::sstable::{self, show_key, FilterState, RangeFilterState, Table};
 use crate::stats::Counters;
 
 /// One live table, as `inspect` shows it.
@@ -58,6 +58,10 @@ pub struct TableInfo {
     pub filter_state: String,
     /// The decoded filter's shape, if it loaded.
     pub filter: Option<FilterInfo>,
+    /// Whether scans consult a range filter, and if not why.
+    pub range_filter_state: String,
+    /// The decoded range filter's figures, if it loaded.
+    pub range_filter: Option<RangeFilterStats>,
 }
 
 fn ser_key<S: serde::Serializer>(key: &Bytes, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -85,6 +89,12 @@ impl TableInfo {
                 FilterState::UnknownPolicy(name) => format!("unknown policy {name}, ignored"),
             },
             filter: table.filter_info(),
+            range_filter_state: match table.range_filter_state() {
+                RangeFilterState::Loaded => "loaded".into(),
+                RangeFilterState::NotWritten => "none".into(),
+                RangeFilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
+            },
+            range_filter: table.range_filter_stats(),
         }
     }
 }
@@ -153,6 +163,22 @@ impl fmt::Display for StoreInfo {
                     fi.estimated_fp_rate * 100.0
                 )?,
                 None => writeln!(f, "    filter: {}", t.filter_state)?,
+            }
+            match &t.range_filter {
+                Some(r) => writeln!(
+                    f,
+                    "    range filter (grafite): {} bytes = {:.2} bits/key, {} keys, \
+                     max range {}, universe {}, prefix {} + {} mapped bytes",
+                    r.block_bytes,
+                    r.bits_per_key,
+                    r.keys,
+                    r.max_range_len,
+                    r.reduced_universe,
+                    r.prefix_len,
+                    r.mapped_bytes
+                )?,
+                None if t.range_filter_state == "none" => {}
+                None => writeln!(f, "    range filter: {}", t.range_filter_state)?,
             }
         }
         if self.tables.is_empty() {

@@ -71,7 +71,8 @@ pub use error::{Error, Result};
 pub use filter_plan::FilterAllocation;
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{
-    Compression, FilterKind, Options, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS,
+    Compression, FilterKind, Options, RangeFilterOptions, MAX_BATCH_LEN, MAX_KEY_LEN,
+    MAX_VALUE_LEN, NUM_LEVELS,
 };
 pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};

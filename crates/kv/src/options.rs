@@ -7,8 +7,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use bloomkv_filter::{
-    BloomPolicy, FilterError, FilterPolicy, KeyHash, RibbonPolicy, MAX_BITS_PER_KEY,
-    MIN_BITS_PER_KEY,
+    BloomPolicy, FilterError, FilterPolicy, KeyHash, RangeFilterBuilder, RibbonPolicy,
+    MAX_BITS_PER_KEY, MIN_BITS_PER_KEY,
 };
 
 use crate::error::{Error, Result};
@@ -177,6 +177,50 @@ pub struct Options {
     /// [`Compression::Lz4`], per block, recorded in each block's trailer. Tables keep
     /// opening whatever the setting: every block says how it was written.
     pub compression: Compression,
+    /// Builds a range filter beside the point filter for every new table, so a scan
+    /// with both bounds set skips a table that holds no key in its range (see
+    /// [`RangeFilterOptions`]). Tables without one are scanned as before. Default
+    /// `None`: no range filters.
+    pub range_filter: Option<RangeFilterOptions>,
+}
+
+/// The range filter each new table carries (Grafite; `bloomkv_filter::RangeFilterBuilder`).
+///
+/// A range of `l` mapped keys (`l ≤ max_range_len`) that holds none of a table's keys
+/// reads that table with probability at most `l / 2^(bits_per_key − 2)`; longer ranges
+/// and ranges with an open end read it as before. Keys map to integers by the (up to)
+/// 8 bytes after the table's common key prefix, so range lengths are counted there.
+///
+/// ```
+/// use bloomkv_kv::{Options, RangeFilterOptions};
+/// let options = Options {
+///     range_filter: Some(RangeFilterOptions::default()),
+///     ..Options::default()
+/// };
+/// assert!(options.validate().is_ok());
+/// assert_eq!(RangeFilterOptions::default().bits_per_key, 16.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeFilterOptions {
+    /// Bits spent per key, 3..=40. Default 16: a false-positive rate of at most
+    /// `l / 16384` for a range of `l` keys, so an empty range of 16 keys over ten
+    /// overlapping tables costs at most 0.01 reads, and one of 64 keys at most 0.04.
+    pub bits_per_key: f64,
+    /// The longest range, in mapped keys, the filter answers; longer ones read the
+    /// table. Default 64: its worst rate, `64 / 16384` ≈ 0.4%, still saves 99.6% of the
+    /// reads, and the ranges a store sees empty most (the next page, the next second,
+    /// "is this id taken?") are short. Raising it costs no memory, but the rate grows
+    /// with the range's length.
+    pub max_range_len: u64,
+}
+
+impl Default for RangeFilterOptions {
+    fn default() -> RangeFilterOptions {
+        RangeFilterOptions {
+            bits_per_key: 16.0,
+            max_range_len: 64,
+        }
+    }
 }
 
 /// How a data block is stored on disk.
@@ -236,6 +280,7 @@ impl Default for Options {
             read_only: false,
             block_cache_size: 8 << 20,
             compression: Compression::None,
+            range_filter: None,
         }
     }
 }
@@ -286,6 +331,7 @@ impl fmt::Debug for Options {
             .field("read_only", &self.read_only)
             .field("block_cache_size", &self.block_cache_size)
             .field("compression", &self.compression)
+            .field("range_filter", &self.range_filter)
             .finish()
     }
 }
@@ -345,6 +391,10 @@ impl Options {
         }
         if self.block_size > 16 << 20 {
             return bad(format!("block_size {} exceeds 16 MiB", self.block_size));
+        }
+        if let Some(range) = &self.range_filter {
+            RangeFilterBuilder::new(range.bits_per_key, range.max_range_len)
+                .map_err(filter_error)?;
         }
         self.filter_policy()?;
         self.known_policies()?;

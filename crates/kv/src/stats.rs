@@ -54,6 +54,9 @@ pub struct Counters {
     /// Tables opened without their filter because no known policy has the name the
     /// table recorded.
     pub filter_unknown_policy: AtomicU64,
+    /// Range filter blocks that failed validation and were ignored (scans read those
+    /// tables).
+    pub range_filter_corrupt: AtomicU64,
     /// Writes that waited for background work (L0 slowdown or stop, or a full set of
     /// frozen memtables).
     pub write_stalls: AtomicU64,
@@ -90,6 +93,10 @@ pub struct Stripe {
     pub prefix_checks: AtomicU64,
     /// Prefix filter said "no key with this prefix": a table skipped by a scan, unread.
     pub prefix_negatives: AtomicU64,
+    /// Range-filter consultations by scans with both bounds set.
+    pub range_filter_checks: AtomicU64,
+    /// Range filter said "no key in this range": a table skipped by a scan, unread.
+    pub range_filter_negatives: AtomicU64,
     /// Data blocks served from the block cache.
     pub block_cache_hits: AtomicU64,
     /// Data blocks the block cache did not hold (each then read from the file).
@@ -316,6 +323,12 @@ pub struct DbStats {
     /// ...and that the filter ruled out, so the scan skipped them unread
     /// (`BLOOM_FILTER_PREFIX_USEFUL`).
     pub prefix_negatives: u64,
+    /// Tables a scan with both bounds set asked its range filter about.
+    pub range_filter_checks: u64,
+    /// ...and that the range filter ruled out, so the scan skipped them unread.
+    pub range_filter_negatives: u64,
+    /// Range filter blocks ignored because they failed validation.
+    pub range_filter_corrupt: u64,
     /// Data blocks served from the block cache (`BLOCK_CACHE_DATA_HIT`): no read.
     pub block_cache_hits: u64,
     /// Data blocks looked for in the block cache and not found
@@ -408,6 +421,9 @@ impl Counters {
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
             prefix_checks: self.sum(|s| &s.prefix_checks),
             prefix_negatives: self.sum(|s| &s.prefix_negatives),
+            range_filter_checks: self.sum(|s| &s.range_filter_checks),
+            range_filter_negatives: self.sum(|s| &s.range_filter_negatives),
+            range_filter_corrupt: get(&self.range_filter_corrupt),
             block_cache_hits: self.sum(|s| &s.block_cache_hits),
             block_cache_misses: self.sum(|s| &s.block_cache_misses),
             block_cache_bytes: 0,

@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bloomkv_filter::{BloomPolicy, FilterPolicy};
+use bloomkv_filter::{BloomPolicy, FilterPolicy, RangeFilterBuilder, RangeFilterReader};
 use bloomkv_kv::fs::mem::MemFileSystem;
 use bloomkv_kv::fs::FileSystem;
 use bloomkv_kv::manifest::{ManifestState, TableMeta};
@@ -128,6 +128,12 @@ fn generate(name: &str) -> Option<Vec<u8>> {
             out
         }
         "manifest" => example_manifest(),
+        "range-filter-block" => {
+            let mut b = RangeFilterBuilder::new(5.0, 4).unwrap();
+            b.add_key(b"ab1");
+            b.add_key(b"ab7");
+            b.finish()
+        }
         _ => return None,
     })
 }
@@ -154,6 +160,7 @@ fn every_hex_example_in_format_md_is_what_the_encoders_write() {
         "write-batch",
         "wal-record",
         "manifest",
+        "range-filter-block",
     ] {
         assert!(
             names.contains(&wanted),
@@ -303,4 +310,24 @@ fn filter_block_sizes_and_trailer_are_as_drawn() {
         );
         assert_eq!(b[t + 20..], crc32fast::hash(&b[..t + 20]).to_le_bytes());
     }
+}
+
+#[test]
+fn range_filter_block_is_laid_out_as_drawn() {
+    // "total: 60 + s + g + 8·(LW + HW) bytes", the magic, and the two hashes the
+    // example's comments name (0 and 11, so [0, 0] and [11, 11] hold one each).
+    let mut b = RangeFilterBuilder::new(5.0, 4).unwrap();
+    b.add_key(b"ab1");
+    b.add_key(b"ab7");
+    let block = b.finish();
+    assert_eq!(block.len(), 60 + 3 + 3 + 8 * 2);
+    assert_eq!(&block[..4], b"BKVR");
+    let body = block.len() - 4;
+    assert_eq!(block[body..], crc32fast::hash(&block[..body]).to_le_bytes());
+    let reader = RangeFilterReader::open(&block).unwrap();
+    let s = reader.stats();
+    assert_eq!(
+        (s.keys, s.stored_hashes, s.reduced_universe, s.prefix_len),
+        (2, 2, 16, 2)
+    );
 }

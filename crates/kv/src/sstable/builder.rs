@@ -9,8 +9,11 @@
 //! `finish` writes the metadata blocks and the footer and syncs the file:
 //!
 //! ```text
-//!  add* ──> [data 0][data 1]...[data N-1] ──finish──> [filter][index][properties][footer] sync
+//!  add* ──> [data 0][data 1]...[data N-1] ──finish──> [filter][index][range][properties][footer] sync
 //! ```
+//!
+//! The range filter block is written only with `TableOptions::range_filter`; the
+//! properties record its handle (table format version 4).
 //!
 //! Writing to a temporary name, renaming and syncing the directory is the caller's job.
 
@@ -19,19 +22,22 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv_filter::{FilterBuilder, FilterPolicy, KeyHash};
+use bloomkv_filter::{FilterBuilder, FilterPolicy, KeyHash, RangeFilterBuilder};
 use bytes::Bytes;
 
 use super::block_builder::BlockBuilder;
 use super::compression;
-use super::footer::{BlockHandle, Footer, FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION};
+use super::footer::{
+    BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION,
+    UNCOMPRESSED_FORMAT_VERSION,
+};
 use super::index::{shortest_separator, IndexBuilder};
 use super::properties::TableProperties;
 use super::show_key;
 use super::trailer;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
-use crate::options::Compression;
+use crate::options::{Compression, RangeFilterOptions};
 use crate::prefix::PrefixExtractor;
 use crate::types::{SeqNo, ValueKind};
 
@@ -60,6 +66,9 @@ pub struct TableOptions {
     /// format version 3, and each block that LZ4 shrinks by at least 12.5% is stored
     /// compressed (see `compression.rs`).
     pub compression: Compression,
+    /// Builds a range filter block over the table's keys too (format version 4).
+    /// Settings `RangeFilterBuilder` refuses write no range filter.
+    pub range_filter: Option<RangeFilterOptions>,
 }
 
 impl Default for TableOptions {
@@ -70,6 +79,7 @@ impl Default for TableOptions {
             filter_policy: None,
             prefix_extractor: None,
             compression: Compression::None,
+            range_filter: None,
         }
     }
 }
@@ -107,6 +117,10 @@ pub struct TableBuilder {
     prefix_extractor: Option<Arc<dyn PrefixExtractor>>,
     /// The last prefix added to the filter.
     last_prefix: Option<Vec<u8>>,
+    /// Collects every distinct key for the range filter (only with one).
+    range: Option<RangeFilterBuilder>,
+    /// The range filter's bits per key (0 without one), for `estimated_size`.
+    range_bits_per_key: f64,
     smallest: Vec<u8>,
     last_key: Vec<u8>,
     last_seq: SeqNo,
@@ -148,6 +162,10 @@ impl TableBuilder {
                 .prefix_extractor
                 .filter(|_| options.filter_policy.is_some()),
             last_prefix: None,
+            range: options
+                .range_filter
+                .and_then(|r| RangeFilterBuilder::new(r.bits_per_key, r.max_range_len).ok()),
+            range_bits_per_key: options.range_filter.map_or(0.0, |r| r.bits_per_key),
             filter: options.filter_policy.map(|p| {
                 let builder = p.new_builder();
                 (p, builder)
@@ -209,6 +227,9 @@ impl TableBuilder {
                 }
             }
         }
+        if let (Some(range), false) = (&mut self.range, same_key) {
+            range.add_key(key);
+        }
         self.block.add(key, seq, kind, value);
         if self.entries == 0 {
             self.smallest = key.to_vec();
@@ -230,16 +251,21 @@ impl TableBuilder {
         self.entries
     }
 
-    /// The file's size if it were finished now (an estimate: the filter is guessed from
-    /// its bits per key).
+    /// The file's size if it were finished now (an estimate: the filters are guessed
+    /// from their bits per key).
     pub fn estimated_size(&self) -> u64 {
         let filter = self.filter.as_ref().map_or(0, |(policy, _)| {
             (policy.bits_per_key().max(0.0) * self.entries as f64 / 8.0) as u64
+        });
+        let range = self.range.as_ref().map_or(0, |r| {
+            // The boundary keys are counted below; the header is under the 128.
+            (self.range_bits_per_key * r.num_keys() as f64 / 8.0) as u64
         });
         self.offset
             + self.block.estimated_size() as u64
             + self.index.size() as u64
             + filter
+            + range
             + 128
             + self.smallest.len() as u64
             + self.last_key.len() as u64
@@ -263,6 +289,8 @@ impl TableBuilder {
             self.index.add(&self.last_key, handle);
         }
         let data_size = self.offset;
+        // Before the range filter builder is taken: its presence picks the version.
+        let format_version = self.format_version();
 
         let (filter_handle, filter_policy, bits_per_key) = match self.filter.take() {
             Some((policy, mut builder)) => {
@@ -281,8 +309,13 @@ impl TableBuilder {
             .map_or_else(String::new, |e| e.name().to_owned());
         let index = std::mem::take(&mut self.index).finish();
         let index_handle = self.write_block(index)?;
+        // After the index, so the metadata still starts with the filter (or the index).
+        let range_filter = match self.range.take() {
+            Some(range) => Some(self.write_block(range.finish())?),
+            None => None,
+        };
         let properties = TableProperties {
-            format_version: self.format_version(),
+            format_version,
             smallest: Bytes::from(std::mem::take(&mut self.smallest)),
             largest: Bytes::copy_from_slice(&self.last_key),
             entries: self.entries,
@@ -293,13 +326,14 @@ impl TableBuilder {
             filter_policy,
             bits_per_key,
             prefix_extractor,
+            range_filter,
         };
         let properties_handle = self.write_block(properties.encode())?;
         let footer = Footer {
             index: index_handle,
             filter: filter_handle,
             properties: properties_handle,
-            version: self.format_version(),
+            version: format_version,
         };
         self.append(&footer.encode())?;
         let path = self.path.clone();
@@ -324,11 +358,13 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// The format version this builder writes: 3 only if blocks may be compressed.
+    /// The format version this builder writes: 4 with a range filter, else 3 only if
+    /// blocks may be compressed, else 2.
     fn format_version(&self) -> u32 {
-        match self.compression {
-            Compression::None => UNCOMPRESSED_FORMAT_VERSION,
-            Compression::Lz4 => FORMAT_VERSION,
+        match (self.range.is_some(), self.compression) {
+            (true, _) => RANGE_FILTER_FORMAT_VERSION,
+            (false, Compression::None) => UNCOMPRESSED_FORMAT_VERSION,
+            (false, Compression::Lz4) => COMPRESSED_FORMAT_VERSION,
         }
     }
 

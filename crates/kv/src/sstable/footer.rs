@@ -39,10 +39,19 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   name of the prefix extractor whose prefixes the filter holds.
 /// * 3: data blocks may be LZ4-compressed (trailer type 1, see `compression.rs`).
 ///   Written only by a builder with compression on; otherwise tables stay version 2.
-pub const FORMAT_VERSION: u32 = 3;
+/// * 4: as 3, and the properties block ends with the handle of a range filter block
+///   (zero when there is none). Written only by a builder with a range filter, so
+///   tables without one stay readable by builds that predate it.
+pub const FORMAT_VERSION: u32 = 4;
 
-/// The version a table without compressed blocks is written as.
+/// The version a table without compressed blocks or range filter is written as.
 pub(crate) const UNCOMPRESSED_FORMAT_VERSION: u32 = 2;
+
+/// The version a table with compressed blocks and no range filter is written as.
+pub(crate) const COMPRESSED_FORMAT_VERSION: u32 = 3;
+
+/// The first version whose properties may name a range filter block.
+pub(crate) const RANGE_FILTER_FORMAT_VERSION: u32 = 4;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

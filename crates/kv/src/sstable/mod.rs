@@ -21,6 +21,8 @@
 //!  +----------------------+---------+
 //!  | index block          | trailer |   one separator key -> handle per data block
 //!  +----------------------+---------+
+//!  | range filter block   | trailer |   Grafite over the keys (version 4, optional)
+//!  +----------------------+---------+
 //!  | properties block     | trailer |   key range, counts, filter policy name
 //!  +----------------------+---------+
 //!  | footer (64 bytes)              |   handles of filter, index, properties; magic
@@ -93,7 +95,7 @@ pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
-pub use reader::{FilterState, Table};
+pub use reader::{FilterState, RangeFilterState, Table};
 pub use verify::{check_file, BlockProblem};
 
 /// Which part of a table file a block (or an error) belongs to.

@@ -20,7 +20,14 @@
 //!  | extractor_name_len | extractor_name (UTF-8)          |   format version 2 on;
 //!  | varint             | empty: no prefixes in the filter|   absent in version 1
 //!  +--------------------+---------------------------------+
+//!  +---------------------+-------------------+
+//!  | range_filter_offset | range_filter_size |   format version 4 on; both 0 when
+//!  | varint              | varint            |   the table has no range filter
+//!  +---------------------+-------------------+
 //! ```
+//!
+//! The range filter block (written between the index and the properties) is found
+//! only through this handle; a reader checks that it lies inside the metadata.
 //!
 //! The extractor's name says which prefixes the filter also answers for: a reader
 //! configured with another extractor (or none) must not ask the filter about its
@@ -37,7 +44,9 @@
 
 use bytes::Bytes;
 
-use super::footer::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+use super::footer::{
+    BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION,
+};
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
@@ -76,6 +85,9 @@ pub struct TableProperties {
     /// The name of the prefix extractor whose prefixes were added to the filter; empty
     /// when the filter holds whole keys only (always empty in version 1 tables).
     pub prefix_extractor: String,
+    /// Where the range filter block is (version 4 tables written with one); `None`
+    /// without one.
+    pub range_filter: Option<BlockHandle>,
 }
 
 impl TableProperties {
@@ -102,6 +114,11 @@ impl TableProperties {
         if self.format_version >= 2 {
             put_varint(&mut out, self.prefix_extractor.len() as u64);
             out.extend_from_slice(self.prefix_extractor.as_bytes());
+        }
+        if self.format_version >= RANGE_FILTER_FORMAT_VERSION {
+            self.range_filter
+                .unwrap_or_default()
+                .encode_varint(&mut out);
         }
         out
     }
@@ -142,6 +159,12 @@ impl TableProperties {
         } else {
             String::new()
         };
+        let range_filter = if format_version >= RANGE_FILTER_FORMAT_VERSION {
+            let h = BlockHandle::decode_varint(buf, &mut pos).ok_or("bad range filter handle")?;
+            (h != BlockHandle::default()).then_some(h)
+        } else {
+            None
+        };
         if pos != buf.len() {
             return Err(Malformed(format!(
                 "{} unexpected bytes after the properties",
@@ -160,6 +183,7 @@ impl TableProperties {
             filter_policy,
             bits_per_key,
             prefix_extractor,
+            range_filter,
         };
         props.validate()?;
         Ok(props)
@@ -219,7 +243,33 @@ mod tests {
             filter_policy: "bloomkv.test".into(),
             bits_per_key: 10.0,
             prefix_extractor: String::new(),
+            range_filter: None,
         }
+    }
+
+    #[test]
+    fn version_4_records_the_range_filter_handle() {
+        let handle = BlockHandle {
+            offset: 5000,
+            size: 321,
+        };
+        for range_filter in [Some(handle), None] {
+            let v4 = TableProperties {
+                format_version: 4,
+                range_filter,
+                ..sample()
+            };
+            assert_eq!(TableProperties::decode(&v4.encode()), Ok(v4.clone()));
+        }
+        // Older versions have no such field: the same bytes labelled 3 are refused.
+        let mut as_v3 = TableProperties {
+            format_version: 4,
+            range_filter: Some(handle),
+            ..sample()
+        }
+        .encode();
+        as_v3[..4].copy_from_slice(&3u32.to_le_bytes());
+        assert!(TableProperties::decode(&as_v3).is_err());
     }
 
     #[test]
@@ -236,8 +286,8 @@ mod tests {
         let mut as_v2 = v1.clone();
         as_v2[..4].copy_from_slice(&2u32.to_le_bytes());
         assert!(TableProperties::decode(&as_v2).is_err());
-        // Version 3 (compressed data blocks) keeps version 2's properties; a version
-        // this code does not know is refused.
+        // Version 3 (compressed data blocks) keeps version 2's properties; version 4
+        // adds the range filter handle, so version 2's bytes labelled 4 are refused.
         let mut as_v3 = v2.encode();
         as_v3[..4].copy_from_slice(&3u32.to_le_bytes());
         assert!(TableProperties::decode(&as_v3).is_ok());

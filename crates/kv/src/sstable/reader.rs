@@ -14,7 +14,9 @@
 //!
 //! A filter block that fails to open is ignored (the table answers from its data
 //! blocks, never a false "absent") and counted in `filter_corrupt`; a filter written by
-//! a policy this store does not know is ignored too. Anything else that fails to
+//! a policy this store does not know is ignored too. The same holds for the range
+//! filter block a scan consults ([`Table::may_contain_range`]): one that fails to open
+//! leaves every scan reading the table (`range_filter_corrupt`). Anything else that fails to
 //! validate is [`Error::Corruption`] naming the file.
 
 use std::fmt;
@@ -22,7 +24,9 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv_filter::{FilterInfo, FilterPolicy, FilterReader, KeyHash};
+use bloomkv_filter::{
+    FilterInfo, FilterPolicy, FilterReader, KeyHash, RangeFilterReader, RangeFilterStats,
+};
 use bytes::Bytes;
 
 use super::block::Lookup;
@@ -53,6 +57,17 @@ pub enum FilterState {
     UnknownPolicy(String),
 }
 
+/// Whether a table's scans consult a range filter, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeFilterState {
+    /// The range filter block is loaded and consulted by scans with both bounds set.
+    Loaded,
+    /// The table was written without a range filter (or before they existed).
+    NotWritten,
+    /// The range filter block failed to validate; scans read the table.
+    Corrupt(String),
+}
+
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.
 #[derive(Clone)]
 pub struct Table {
@@ -66,6 +81,8 @@ pub(crate) struct TableInner {
     pub(crate) index: IndexBlock,
     pub(crate) filter: Option<Box<dyn FilterReader>>,
     pub(crate) filter_state: FilterState,
+    pub(crate) range_filter: Option<RangeFilterReader>,
+    pub(crate) range_filter_state: RangeFilterState,
 }
 
 impl fmt::Debug for Table {
@@ -106,11 +123,15 @@ impl Table {
         })?;
         let meta = file.read(meta_start, meta_len)?;
         let block = |handle: BlockHandle, kind: BlockKind| -> Result<&[u8]> {
-            // The footer checked that each handle ends before the footer starts.
-            let start = (handle.offset - meta_start) as usize;
+            // The footer checked its handles; the range filter's comes from the
+            // properties, so every bound is checked here.
             let sealed = handle
-                .end()
-                .and_then(|end| meta.get(start..(end - meta_start) as usize))
+                .offset
+                .checked_sub(meta_start)
+                .zip(handle.end().and_then(|end| end.checked_sub(meta_start)))
+                .and_then(|(start, end)| {
+                    meta.get(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
+                })
                 .ok_or_else(|| {
                     file.corruption(kind, handle.offset, "block outside the metadata".into())
                 })?;
@@ -200,6 +221,25 @@ impl Table {
             }
         };
 
+        let (range_filter, range_filter_state) = match properties.range_filter {
+            None => (None, RangeFilterState::NotWritten),
+            Some(handle) => {
+                let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
+                    RangeFilterReader::open(bytes).map_err(|e| {
+                        file.corruption(BlockKind::Filter, handle.offset, e.to_string().into())
+                    })
+                });
+                match opened {
+                    Ok(reader) => (Some(reader), RangeFilterState::Loaded),
+                    Err(e) => {
+                        // Fail open: every scan reads the table.
+                        stats::bump(&file.counters().range_filter_corrupt);
+                        (None, RangeFilterState::Corrupt(e.to_string()))
+                    }
+                }
+            }
+        };
+
         Ok(Table {
             inner: Arc::new(TableInner {
                 file,
@@ -208,6 +248,8 @@ impl Table {
                 index,
                 filter,
                 filter_state,
+                range_filter,
+                range_filter_state,
             }),
         })
     }
@@ -385,6 +427,27 @@ impl Table {
         true
     }
 
+    /// Whether the table may hold a key in `start .. end`. Consults the range filter
+    /// only when both bounds are set (an excluded start counts as included: a
+    /// superset); `true` (read the table) without a loaded range filter or bound.
+    pub fn may_contain_range(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        let t = &*self.inner;
+        let (Some(filter), Bound::Included(s) | Bound::Excluded(s)) = (&t.range_filter, start)
+        else {
+            return true;
+        };
+        if matches!(end, Bound::Unbounded) {
+            return true;
+        }
+        let counters = t.file.counters();
+        stats::bump(&counters.local().range_filter_checks);
+        if !filter.may_contain_range(s, end) {
+            stats::bump(&counters.local().range_filter_negatives); // skipped, unread
+            return false;
+        }
+        true
+    }
+
     /// Re-reads every block of the file and reports each one that fails its checksum or
     /// does not decode, plus disagreements between data and properties.
     pub fn verify(&self) -> Vec<BlockProblem> {
@@ -429,6 +492,16 @@ impl Table {
     /// What the loaded filter says about itself.
     pub fn filter_info(&self) -> Option<FilterInfo> {
         self.inner.filter.as_ref().map(|f| f.info())
+    }
+
+    /// Whether scans consult a range filter, and if not, why.
+    pub fn range_filter_state(&self) -> &RangeFilterState {
+        &self.inner.range_filter_state
+    }
+
+    /// What the loaded range filter says about itself.
+    pub fn range_filter_stats(&self) -> Option<RangeFilterStats> {
+        self.inner.range_filter.as_ref().map(|f| f.stats())
     }
 
     /// Heap bytes of the loaded filter (0 without one).

@@ -101,7 +101,10 @@ fn random_tables_round_trip() {
             } else {
                 crate::options::Compression::None
             },
+            // Every third table carries a range filter too (format version 4).
+            range_filter: (round % 3 == 1).then(crate::options::RangeFilterOptions::default),
         };
+        let with_range = options.range_filter.is_some();
         let (data, summary) = build(&entries, options);
         assert_eq!(summary.file_size, data.len() as u64);
         assert_eq!(summary.entries, entries.len() as u64);
@@ -114,6 +117,15 @@ fn random_tables_round_trip() {
         let (table, _, _) = open(data);
         let table = table.unwrap();
         assert_eq!(table.has_filter(), with_filter);
+        assert_eq!(
+            *table.range_filter_state() == super::RangeFilterState::Loaded,
+            with_range
+        );
+        // Every stored key is in a range the range filter says "maybe" to.
+        for e in entries.iter().step_by(7) {
+            let k = &e.0[..];
+            assert!(table.may_contain_range(Bound::Included(k), Bound::Included(k)));
+        }
         assert_eq!(table.properties().entries, entries.len() as u64);
         assert!(table.verify().is_empty(), "{:?}", table.verify());
         for e in &entries {
@@ -759,7 +771,7 @@ fn lz4_tables_round_trip_and_are_version_3() {
     );
     let (table, _, _) = open(packed);
     let table = table.unwrap();
-    assert_eq!(table.properties().format_version, FORMAT_VERSION);
+    assert_eq!(table.properties().format_version, 3);
     assert!(table.verify().is_empty(), "{:?}", table.verify());
     let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
     assert_eq!(all.len(), entries.len());

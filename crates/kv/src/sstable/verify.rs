@@ -4,12 +4,14 @@
 //! every block's checksum and structure, the data blocks tiling the file up to the
 //! metadata, keys increasing across blocks and within their index separators, and the
 //! properties agreeing with what the data holds. A filter block is checked by its
-//! trailer's CRC (its own decoder is the filter policy's, used when the table opens).
+//! trailer's CRC (its own decoder is the filter policy's, used when the table opens);
+//! a range filter block by its trailer and its own decoder.
 
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use bloomkv_filter::RangeFilterReader;
 use bytes::Bytes;
 
 use super::file::TableFile;
@@ -102,6 +104,17 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     let properties = properties
         .map_err(|e| report(BlockKind::Properties, p.offset, reason(e)))
         .ok();
+    // The range filter block has no policy to look up: its own decoder checks it whole.
+    if let Some(h) = properties.as_ref().and_then(|p| p.range_filter) {
+        let opened = file.read_block(h, BlockKind::Filter).and_then(|bytes| {
+            RangeFilterReader::open(&bytes)
+                .map(drop)
+                .map_err(|e| file.corruption(BlockKind::Filter, h.offset, e.to_string().into()))
+        });
+        if let Err(e) = opened {
+            report(BlockKind::Filter, h.offset, reason(e));
+        }
+    }
     let meta_start = footer.meta_start();
     let ix = footer.index;
     let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
