@@ -13,17 +13,10 @@ use std::time::Instant;
 
 use bloomkv::kv::{Compression, Db, Options};
 
+/// The benchmark's own values: half random bytes, half one byte repeated.
 fn value(i: u64) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v: Vec<u8> = (0..50)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    v.extend(std::iter::repeat_n(b'r', 50));
+    let mut v = Vec::with_capacity(100);
+    bloomkv::bench::fill_value(&mut v, i, 100);
     v
 }
 

@@ -284,6 +284,39 @@ pub fn fill_value(value: &mut Vec<u8>, i: u64, len: usize) {
     value.resize(len, b'v');
 }
 
+/// Loads the workload's keys, in its shuffled order and under the names `key_of`
+/// gives, into a fresh store at `dir` opened with `options`: one table per
+/// `keys / tables` keys (flushed), then the store is closed and reopened. The flat
+/// shape of the prefix and range phases, which need options of their own.
+pub(crate) fn load_flat_db<K: AsRef<[u8]>>(
+    dir: &std::path::Path,
+    options: &bloomkv_kv::Options,
+    w: &Workload,
+    label: &str,
+    key_of: impl Fn(u64) -> K,
+    progress: &dyn Progress,
+) -> Result<bloomkv_kv::Db, BenchError> {
+    let db = bloomkv_kv::Db::open(dir, options.clone())?;
+    let mut order: Vec<u64> = (0..w.keys).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(w.seed));
+    let mut value = Vec::with_capacity(w.value_size);
+    let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
+    progress.start(label, w.keys);
+    for (n, &i) in (1u64..).zip(&order) {
+        fill_value(&mut value, i, w.value_size);
+        db.put(key_of(i), &value)?;
+        if n.is_multiple_of(per_table) || n == w.keys {
+            db.flush()?;
+        }
+        if n.is_multiple_of(4096) {
+            progress.inc(4096);
+        }
+    }
+    progress.finish();
+    db.close()?;
+    Ok(bloomkv_kv::Db::open(dir, options.clone())?)
+}
+
 /// Loads the workload's keys into `store` and reopens it.
 pub fn load(
     store: &mut dyn BenchStore,

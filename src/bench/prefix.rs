@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::load_flat_db;
 use bloomkv_kv::{Db, FilterKind, FixedPrefix, Options, PrefixExtractor};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -109,27 +109,15 @@ fn load(
     extractor: bool,
     progress: &dyn Progress,
 ) -> Result<Db, BenchError> {
-    let db = Db::open(dir, options(w, extractor))?;
-    let mut order: Vec<u64> = (0..w.keys).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(w.seed));
-    let value = vec![b'v'; w.value_size];
-    let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
-    progress.start(
-        &format!("load prefix {}", if extractor { "fixed" } else { "none" }),
-        w.keys,
-    );
-    for (n, &i) in (1u64..).zip(&order) {
-        db.put(grouped_key(i), &value)?;
-        if n.is_multiple_of(per_table) || n == w.keys {
-            db.flush()?;
-        }
-        if n.is_multiple_of(4096) {
-            progress.inc(4096);
-        }
-    }
-    progress.finish();
-    db.close()?;
-    Ok(Db::open(dir, options(w, extractor))?)
+    let label = format!("load prefix {}", if extractor { "fixed" } else { "none" });
+    load_flat_db(
+        dir,
+        &options(w, extractor),
+        w,
+        &label,
+        grouped_key,
+        progress,
+    )
 }
 
 fn scan_phase(

@@ -29,9 +29,9 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
+use super::load_flat_db;
 use bloomkv_kv::{Db, FilterKind, FixedPrefix, Options, PrefixExtractor, RangeFilterOptions};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
@@ -108,25 +108,15 @@ fn options(w: &Workload, setup: Setup) -> Options {
 }
 
 fn load(dir: &Path, w: &Workload, setup: Setup, progress: &dyn Progress) -> Result<Db, BenchError> {
-    let db = Db::open(dir, options(w, setup))?;
-    let mut order: Vec<u64> = (0..w.keys).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(w.seed));
-    let mut value = Vec::with_capacity(w.value_size);
-    let per_table = w.keys.div_ceil(u64::from(w.tables.max(1))).max(1);
-    progress.start(&format!("load range {}", setup.label), w.keys);
-    for (n, &i) in (1u64..).zip(&order) {
-        super::fill_value(&mut value, i, w.value_size);
-        db.put(range_key(i * SPACING), &value)?;
-        if n.is_multiple_of(per_table) || n == w.keys {
-            db.flush()?;
-        }
-        if n.is_multiple_of(4096) {
-            progress.inc(4096);
-        }
-    }
-    progress.finish();
-    db.close()?;
-    Ok(Db::open(dir, options(w, setup))?)
+    let label = format!("load range {}", setup.label);
+    load_flat_db(
+        dir,
+        &options(w, setup),
+        w,
+        &label,
+        |i| range_key(i * SPACING),
+        progress,
+    )
 }
 
 /// The first id of each range of a phase, seeded.
