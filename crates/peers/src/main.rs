@@ -531,7 +531,11 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         }
         let rows = report::median_rows(&records, &summary);
         let report = PeersReport {
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            // The program by its name, not the path it was started from.
+            command: std::iter::once("bloomkv-peers".to_string())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" "),
             environment,
             workload: w,
             shape: args.shape.clone(),

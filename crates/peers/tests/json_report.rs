@@ -36,7 +36,11 @@ fn json_report_has_runs_environment_spreads_and_fills() {
 
     assert_eq!(report["runs"], 2);
     assert_eq!(report["shape"], "flat");
-    assert!(report["command"].as_str().unwrap().contains("--runs 2"));
+    let command = report["command"].as_str().unwrap();
+    assert!(
+        command.starts_with("bloomkv-peers --keys 2000"),
+        "{command}"
+    );
     assert_eq!(
         report["fjall_metrics"].as_bool().unwrap(),
         cfg!(feature = "fjall-metrics")
