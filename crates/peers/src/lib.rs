@@ -79,7 +79,7 @@ pub const FJALL_DEFAULT_CACHE: usize = 32 << 20;
 pub const ROCKSDB_DEFAULT_CACHE: usize = 32 << 20;
 
 /// The cache-holds-everything rows: larger than all the tables of the default
-/// workload (about 130 MB).
+/// workload (about 120 MB of keys and values).
 pub const CACHE_ALL: usize = 512 << 20;
 
 /// Memtable size of the leveled shape.
