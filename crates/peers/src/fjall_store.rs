@@ -1,6 +1,6 @@
 //! fjall 3 as a [`BenchStore`]: the peer written in Rust.
 //!
-//! Set up so its rows compare with bloomkv's:
+//! In the flat layout it is set up so its rows compare with bloomkv's:
 //!
 //! - one keyspace; `end_table` seals the memtable and waits until it is flushed into a
 //!   table of its own (a memtable never fills up on its own: its limit is 1 GiB);
@@ -8,19 +8,28 @@
 //!   two tables are ever merged. fjall still *moves* the very first table to the last
 //!   level (a metadata change: the file, its filter and its key range stay as they
 //!   are), so lookups face exactly `--tables` overlapping tables, one of them in L6;
-//! - Bloom filters at `bits_per_key` on EVERY level (fjall 3's default builds L0
-//!   filters for a 0.01% false-positive rate, about 19 bits/key), filter and index
-//!   blocks pinned in memory on every level, as bloomkv keeps them;
-//! - data blocks of 4 KiB, uncompressed (bloomkv does not compress either), an 8 MiB
-//!   block cache.
+//! - filters as the row says: none, Bloom at `bits_per_key` on every level, or fjall's
+//!   own default policy (L0 filters built for a 0.01% false-positive rate, about 19
+//!   bits/key, 10 bits/key below); filter and index blocks pinned in memory on every
+//!   level, as bloomkv keeps them;
+//! - data blocks of 4 KiB, uncompressed (bloomkv does not compress either); the block
+//!   cache is fjall's default (32 MiB) unless the row says otherwise.
 //!
-//! fjall counts its read path when built with its `metrics` feature (on here):
-//! filter negatives are its `io_skipped_by_filter`, and table reads are the blocks it
-//! loaded from a file (`block_load_io_count`: data, index and filter blocks). It does
-//! not count table probes or filter positives, so those columns stay empty.
+//! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) everything but
+//! compression (off), the cache and, for the leveled shape, the memtable and table
+//! sizes stays at fjall's defaults, pinning included.
+//!
+//! fjall counts its read path only when built with its `metrics` feature, which adds
+//! atomic counter updates to every filter check and block load. This crate turns it
+//! on only with its own `fjall-metrics` feature, for a counted run: filter negatives
+//! are then its `io_skipped_by_filter`, and table reads the blocks it loaded from a
+//! file (`block_load_io_count`: data, index and filter blocks). Without it the rows'
+//! reads are the OS's read syscalls. fjall does not count table probes or filter
+//! positives, so those columns stay empty.
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use bloomkv::sizing;
@@ -28,9 +37,9 @@ use fjall::compaction::Leveled;
 use fjall::config::{
     BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry, PinningPolicy,
 };
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{AbstractTree, Database, Keyspace, KeyspaceCreateOptions};
 
-use crate::page_cache;
+use crate::{page_cache, CacheSize, Layout};
 
 /// The one keyspace the workload writes to.
 const KEYSPACE: &str = "bench";
@@ -38,6 +47,24 @@ const KEYSPACE: &str = "bench";
 /// fjall stalls writes once L0 holds 20 tables and halts them at 30, waiting for a
 /// compaction that is held off here: more tables than this are refused.
 pub const MAX_TABLES: u32 = 20;
+
+/// The false-positive rate fjall's default policy builds L0 filters for.
+const DEFAULT_L0_FP: f32 = 0.0001;
+
+/// fjall's default policy below L0: Bloom at 10 bits/key.
+const DEFAULT_DEEPER_BPK: f64 = 10.0;
+
+/// Which filters fjall builds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FjallFilter {
+    /// No filter blocks.
+    None,
+    /// Bloom at this many bits per key on every level.
+    BitsPerKey(f64),
+    /// fjall's default policy: L0 built for a 0.01% false-positive rate, 10 bits/key
+    /// on every level below.
+    Default,
+}
 
 /// fjall's Bloom construction at `bits_per_key` (lsm-tree's `with_bpk`): the bit count
 /// is `n · ⌊bits_per_key⌋` rounded up to whole bytes, the probe count
@@ -50,34 +77,49 @@ fn fjall_probes(bits_per_key: f64) -> u32 {
     ((bits_per_key * std::f64::consts::LN_2).floor() as u32).max(1)
 }
 
+/// fjall's Bloom construction for a false-positive rate (lsm-tree's `with_fp_rate`):
+/// `m = −n·ln(fp)/ln²2` rounded up to whole bytes, probes `⌊⌊m/n⌋ · ln 2⌋`. Returns
+/// `(bits, probes)`.
+fn fjall_fp_rate_filter(keys: u64, fp: f32) -> (u64, u32) {
+    let ln2 = std::f32::consts::LN_2;
+    let m = -(keys as f32 * fp.ln()) / (ln2 * ln2);
+    let bits = ((m / 8.0).ceil() * 8.0) as u64;
+    let bpk = (bits / keys.max(1)) as f32;
+    (bits, ((bpk * ln2) as u32).max(1))
+}
+
 /// An open database and its keyspace (the keyspace is dropped first).
 struct Open {
     keyspace: Keyspace,
-    _db: Database,
+    db: Database,
 }
 
 /// A fjall database set up for the workload.
 pub struct FjallStore {
     label: String,
     dir: PathBuf,
-    /// Filter bits per key, or `None` for no filters.
-    bits_per_key: Option<f64>,
+    filter: FjallFilter,
+    cache: CacheSize,
+    layout: Layout,
     open: Option<Open>,
-    /// Keys written into each finished table, in order.
+    /// Keys written into each finished table, in order (flat layout).
     table_keys: Vec<u64>,
     /// Keys written since the last `end_table`.
     pending_keys: u64,
+    /// Keys written in all.
+    keys: u64,
 }
 
 impl FjallStore {
-    /// Creates a fresh database in `dir` whose tables carry Bloom filters at
-    /// `bits_per_key` (or none, for `None`).
+    /// Creates a fresh database in `dir` with `filter`, `cache` and `layout`.
     pub fn create(
         label: impl Into<String>,
         dir: PathBuf,
-        bits_per_key: Option<f64>,
+        filter: FjallFilter,
+        cache: CacheSize,
+        layout: Layout,
     ) -> Result<Self, BenchError> {
-        if let Some(bpk) = bits_per_key {
+        if let FjallFilter::BitsPerKey(bpk) = filter {
             if !(bpk.is_finite() && bpk >= 1.0) {
                 return Err(format!("fjall needs at least 1 filter bit per key, got {bpk}").into());
             }
@@ -85,10 +127,13 @@ impl FjallStore {
         let mut store = FjallStore {
             label: label.into(),
             dir,
-            bits_per_key,
+            filter,
+            cache,
+            layout,
             open: None,
             table_keys: Vec::new(),
             pending_keys: 0,
+            keys: 0,
         };
         store.open = Some(store.open_db()?);
         Ok(store)
@@ -97,32 +142,45 @@ impl FjallStore {
     /// The keyspace's options. They are stored with the keyspace when it is created,
     /// and read back from it on every reopen.
     fn keyspace_options(&self) -> KeyspaceCreateOptions {
-        let filter = match self.bits_per_key {
-            Some(bpk) => FilterPolicy::all(FilterPolicyEntry::Bloom(
-                BloomConstructionPolicy::BitsPerKey(bpk as f32),
+        let mut o = KeyspaceCreateOptions::default()
+            .data_block_compression_policy(CompressionPolicy::disabled());
+        o = match self.filter {
+            FjallFilter::None => o.filter_policy(FilterPolicy::disabled()),
+            FjallFilter::BitsPerKey(bpk) => o.filter_policy(FilterPolicy::all(
+                FilterPolicyEntry::Bloom(BloomConstructionPolicy::BitsPerKey(bpk as f32)),
             )),
-            None => FilterPolicy::disabled(),
+            FjallFilter::Default => o,
         };
-        KeyspaceCreateOptions::default()
-            .filter_policy(filter)
-            .filter_block_pinning_policy(PinningPolicy::all(true))
-            .index_block_pinning_policy(PinningPolicy::all(true))
-            .data_block_compression_policy(CompressionPolicy::disabled())
-            .compaction_strategy(Arc::new(Leveled::default().with_l0_threshold(u8::MAX)))
-            .max_memtable_size(1 << 30)
-            // The journal is written through at each table's end, not at every put:
-            // loading speed is not what the workload measures.
-            .manual_journal_persist(true)
+        match self.layout {
+            Layout::Flat => o
+                .filter_block_pinning_policy(PinningPolicy::all(true))
+                .index_block_pinning_policy(PinningPolicy::all(true))
+                .compaction_strategy(Arc::new(Leveled::default().with_l0_threshold(u8::MAX)))
+                .max_memtable_size(1 << 30)
+                // The journal is written through at each table's end, not at every
+                // put: loading speed is not what the flat shape measures.
+                .manual_journal_persist(true),
+            Layout::Defaults => o,
+            Layout::SmallLevels => o
+                .max_memtable_size(crate::SMALL_MEMTABLE as u64)
+                .compaction_strategy(Arc::new(
+                    Leveled::default().with_table_target_size(crate::SMALL_TABLE),
+                )),
+        }
     }
 
     fn open_db(&self) -> Result<Open, BenchError> {
-        let db = Database::builder(&self.dir)
-            .cache_size(crate::BLOCK_CACHE_BYTES as u64)
-            .manual_journal_persist(true)
-            .open()?;
+        let mut builder = Database::builder(&self.dir);
+        if let CacheSize::Bytes(b) = self.cache {
+            builder = builder.cache_size(b as u64);
+        }
+        if self.layout == Layout::Flat {
+            builder = builder.manual_journal_persist(true);
+        }
+        let db = builder.open()?;
         let options = self.keyspace_options();
         let keyspace = db.keyspace(KEYSPACE, || options)?;
-        Ok(Open { keyspace, _db: db })
+        Ok(Open { keyspace, db })
     }
 
     fn keyspace(&self) -> Result<&Keyspace, BenchError> {
@@ -130,6 +188,34 @@ impl FjallStore {
             .as_ref()
             .map(|o| &o.keyspace)
             .ok_or_else(|| "fjall store is closed".into())
+    }
+
+    /// Seals the memtable into a table and waits until no flush or compaction is
+    /// running or due.
+    pub fn settle(&mut self) -> Result<(), BenchError> {
+        let open = self.open.as_ref().ok_or("fjall store is closed")?;
+        open.keyspace.rotate_memtable_and_wait()?;
+        crate::wait_idle(
+            || {
+                Ok(open.db.outstanding_flushes() > 0
+                    || open.db.active_compactions() > 0
+                    || open.keyspace.sealed_memtable_count() > 0)
+            },
+            Duration::from_secs(600),
+        )
+    }
+
+    /// Tables per level, deepest last, empty levels left out.
+    pub fn levels(&self) -> Vec<(usize, usize)> {
+        let Some(open) = self.open.as_ref() else {
+            return Vec::new();
+        };
+        (0..8)
+            .filter_map(|l| {
+                let n = open.keyspace.tree.level_table_count(l)?;
+                (n > 0).then_some((l, n))
+            })
+            .collect()
     }
 }
 
@@ -141,6 +227,7 @@ impl BenchStore for FjallStore {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
         self.keyspace()?.insert(key, value)?;
         self.pending_keys += 1;
+        self.keys += 1;
         Ok(())
     }
 
@@ -166,36 +253,93 @@ impl BenchStore for FjallStore {
         Ok(self.keyspace()?.get(key)?.is_some())
     }
 
+    #[cfg(feature = "fjall-metrics")]
     fn counters(&self) -> StoreCounters {
         let Some(open) = self.open.as_ref() else {
             return StoreCounters::default();
         };
         let m = open.keyspace.metrics();
         StoreCounters {
-            table_probes: None,
             filter_negatives: Some(m.io_skipped_by_filter() as u64),
-            filter_positives: None,
-            filter_true_positives: None,
             data_block_reads: Some(m.block_load_io_count() as u64),
-            block_cache_hits: None,
+            ..StoreCounters::default()
         }
     }
 
-    /// Computed from fjall's construction rule and the keys written into each table
-    /// (fjall does not report its filters' sizes).
+    /// Without fjall's `metrics` feature nothing is counted: the rows' reads are the
+    /// OS's read syscalls.
+    #[cfg(not(feature = "fjall-metrics"))]
+    fn counters(&self) -> StoreCounters {
+        StoreCounters::default()
+    }
+
+    /// In the flat layout, computed per table from fjall's construction rules and the
+    /// keys written into it (the tables fjall moved below L0 get its deeper-level
+    /// rule). With compaction on, the memory is fjall's own sum of its tables' filter
+    /// blocks (a few header bytes each included) and the predicted rate the textbook
+    /// one at their average bits per key.
     fn filter_shape(&self) -> FilterShape {
-        let Some(bpk) = self.bits_per_key else {
+        let Some(open) = self.open.as_ref() else {
             return FilterShape::default();
         };
-        let probes = fjall_probes(bpk);
-        let tables: Vec<(u64, u64)> = self
-            .table_keys
-            .iter()
-            .map(|&n| (fjall_filter_bits(n, bpk), n))
-            .collect();
-        FilterShape::from_tables(&tables, probes, |m, n| {
-            sizing::false_positive_rate(m, n, probes).unwrap_or(1.0)
-        })
+        if self.filter == FjallFilter::None {
+            return FilterShape::default();
+        }
+        let bits = open.keyspace.tree.filter_size() * 8;
+        let keys = if self.table_keys.is_empty() {
+            self.keys
+        } else {
+            self.table_keys.iter().sum()
+        };
+        let (l0_rule, deeper_bpk) = match self.filter {
+            FjallFilter::BitsPerKey(bpk) => (None, bpk),
+            _ => (Some(DEFAULT_L0_FP), DEFAULT_DEEPER_BPK),
+        };
+        let textbook = |m: u64, n: u64, k: u32| sizing::false_positive_rate(m, n, k).unwrap_or(1.0);
+        if self.layout == Layout::Flat && !self.table_keys.is_empty() {
+            // fjall moves the first tables it is given below L0 (a metadata move).
+            let deeper = self
+                .table_keys
+                .len()
+                .saturating_sub(open.keyspace.l0_table_count());
+            let mut l0_probes = fjall_probes(deeper_bpk);
+            let per_table: Vec<(u64, u32, u64)> = self
+                .table_keys
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| match l0_rule {
+                    Some(fp) if i >= deeper => {
+                        let (m, k) = fjall_fp_rate_filter(n, fp);
+                        l0_probes = k;
+                        (m, k, n)
+                    }
+                    _ => (
+                        fjall_filter_bits(n, deeper_bpk),
+                        fjall_probes(deeper_bpk),
+                        n,
+                    ),
+                })
+                .collect();
+            let formula_fp = per_table
+                .iter()
+                .map(|&(m, k, n)| textbook(m, n, k))
+                .sum::<f64>()
+                / per_table.len() as f64;
+            return FilterShape {
+                bits: per_table.iter().map(|t| t.0).sum(),
+                keys,
+                formula_fp,
+                probes: l0_probes,
+            };
+        }
+        let bpk = bits as f64 / keys.max(1) as f64;
+        let probes = fjall_probes(bpk.floor().max(1.0));
+        FilterShape {
+            bits,
+            keys,
+            formula_fp: textbook(bits, keys, probes),
+            probes,
+        }
     }
 
     fn tables(&self) -> usize {
@@ -219,5 +363,11 @@ mod tests {
         assert_eq!(fjall_probes(10.0), 6);
         assert_eq!(fjall_filter_bits(100_000, 10.0), 1_000_000);
         assert_eq!(fjall_filter_bits(3, 10.0), 32);
+        // The default L0 rule: 0.01% is −ln(1e-4)/ln²2 ≈ 19.17 bits/key, rounded up
+        // to whole bytes over the table; ⌊19 · ln 2⌋ = 13 probes.
+        let (m, k) = fjall_fp_rate_filter(100_000, 0.0001);
+        assert!((1_916_000..1_918_000).contains(&m), "{m}");
+        assert_eq!(m % 8, 0);
+        assert_eq!(k, 13);
     }
 }

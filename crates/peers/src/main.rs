@@ -1,38 +1,62 @@
 //! `bloomkv-peers`: the disk-I/O savings workload on bloomkv and its peers, in one run.
 //!
 //! ```text
-//! cargo run --release -p bloomkv-peers [-- --keys N --tables T --lookups L --json PATH]
+//! cargo run --release -p bloomkv-peers [-- --runs 5 --cold --json PATH]
+//! cargo run --release -p bloomkv-peers -- --shape leveled    # the leveled shape
 //! cargo run --release -p bloomkv-peers --features rocksdb     # adds RocksDB rows
 //! ```
+//!
+//! Every store (row) is loaded, queried and removed once per run; the runs go round
+//! all stores in an order that rotates by one place per run.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use bloomkv::bench::{
-    compare_to_baseline, print_table, render_savings_svg, run_stores, BenchArgs, BenchError,
-    BenchStore, BloomkvStore, FilterSetting, Machine, Phase, Report, Row, WorkDir, Workload,
+    compare_to_baseline, render_savings_svg, run_stores, Allocation, BenchArgs, BenchError,
+    BenchStore, BloomkvStore, FilterSetting, Row, WorkDir, Workload,
 };
-use bloomkv_peers::{check_lookups, fjall_store, FjallStore, Labeled};
+use bloomkv::kv::{FilterAllocation, FilterKind, Options};
+use bloomkv_peers::bloomkv_auto::BloomkvSetup;
+use bloomkv_peers::environment::Environment;
+use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};
+use bloomkv_peers::plan::run_order;
+use bloomkv_peers::report::{self, PeersReport, RunRecord, Setting};
+use bloomkv_peers::{
+    check_lookups, fjall_store, BloomkvAuto, CacheSize, FjallFilter, FjallStore, Labeled, Layout,
+    CACHE_ALL, FJALL_DEFAULT_CACHE,
+};
 use clap::Parser;
 
 /// The rows' baseline for "reads avoided": bloomkv without filters.
 const BASELINE: &str = "bloomkv no filter";
+
+/// The row the time ratios are taken against.
+const REFERENCE: &str = "fjall";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "bloomkv-peers",
     version,
     about = "The bloomkv disk-I/O savings workload on bloomkv, fjall (and RocksDB with \
-             --features rocksdb), side by side"
+             --features rocksdb), side by side, over several interleaved runs"
 )]
 struct Cli {
     #[command(flatten)]
     bench: BenchArgs,
+    /// Runs: each goes round every store once, starting one store later than the
+    /// run before; rows report the median and range of their runs.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Leave out the timed fill (flat shape only).
+    #[arg(long)]
+    no_fill: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli.bench) {
+    match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bloomkv-peers: {e}");
@@ -41,73 +65,377 @@ fn main() -> ExitCode {
     }
 }
 
-/// One store of the comparison: its name (also its directory) and how to open it.
-type Maker = Box<dyn Fn(&WorkDir, &Workload) -> Result<Box<dyn BenchStore>, BenchError>>;
-
-fn stores() -> Vec<(&'static str, Maker)> {
-    let bloomkv = |label: &'static str, setting: FilterSetting| -> (&'static str, Maker) {
-        (
-            label,
-            Box::new(move |work: &WorkDir, w: &Workload| {
-                let dir = work.store_dir(&label.replace(' ', "-"))?;
-                let store = BloomkvStore::create_with_cache(
-                    dir,
-                    setting,
-                    w.bits_per_key,
-                    w.cache_mib << 20,
-                )?;
-                Ok(Box::new(Labeled::new(label, store)) as Box<dyn BenchStore>)
-            }),
-        )
-    };
-    let fjall = |label: &'static str, filter: bool| -> (&'static str, Maker) {
-        (
-            label,
-            Box::new(move |work: &WorkDir, w: &Workload| {
-                let dir = work.store_dir(&label.replace(' ', "-"))?;
-                let bpk = filter.then_some(w.bits_per_key);
-                Ok(Box::new(FjallStore::create(label, dir, bpk)?) as Box<dyn BenchStore>)
-            }),
-        )
-    };
-    #[allow(unused_mut)]
-    let mut list = vec![
-        bloomkv(BASELINE, FilterSetting::None),
-        bloomkv("bloomkv standard", FilterSetting::Standard),
-        bloomkv("bloomkv cache-local", FilterSetting::CacheLocal),
-        bloomkv("bloomkv ribbon", FilterSetting::Ribbon),
-        fjall("fjall no filter", false),
-        fjall("fjall", true),
-    ];
-    #[cfg(feature = "rocksdb")]
-    {
-        let rocksdb = |label: &'static str, filter: bool| -> (&'static str, Maker) {
-            (
-                label,
-                Box::new(move |work: &WorkDir, w: &Workload| {
-                    let dir = work.store_dir(&label.replace(' ', "-"))?;
-                    let bpk = filter.then_some(w.bits_per_key);
-                    Ok(
-                        Box::new(bloomkv_peers::RocksDbStore::create(label, dir, bpk)?)
-                            as Box<dyn BenchStore>,
-                    )
-                }),
-            )
-        };
-        list.push(rocksdb("rocksdb no filter", false));
-        list.push(rocksdb("rocksdb", true));
-    }
-    list
+/// What one unit of a run measured.
+enum Output {
+    Rows(Vec<Row>),
+    Fill(FillResult),
+    Leveled(FillResult, Vec<Row>),
 }
 
-fn run(args: &BenchArgs) -> Result<(), BenchError> {
+/// Opens a flat-shape store.
+type FlatMaker = Box<dyn Fn(PathBuf, &Workload) -> Result<Box<dyn BenchStore>, BenchError>>;
+/// Opens a store with compaction on.
+type AutoMaker = Box<dyn Fn(PathBuf, &Workload, Layout) -> Result<AutoStore, BenchError>>;
+
+/// One store of the comparison: a row label, how it is set up, and what is run on it.
+struct Unit {
+    label: String,
+    setting: Setting,
+    job: Job,
+}
+
+enum Job {
+    /// The flat shape: load into `--tables` tables, reopen, both phases.
+    Flat(FlatMaker),
+    /// The timed fill at the store's defaults.
+    Fill(AutoMaker),
+    /// The leveled shape: fill with small level budgets, settle, both phases.
+    Leveled(AutoMaker),
+}
+
+fn setting(store: &str, filter: &str, cache: CacheSize, default: usize, notes: &str) -> Setting {
+    Setting {
+        store: store.into(),
+        filter: filter.into(),
+        cache_bytes: cache.bytes(default),
+        default_cache: cache == CacheSize::Default,
+        notes: notes.into(),
+    }
+}
+
+fn bloomkv_default_cache() -> usize {
+    Options::default().block_cache_size
+}
+
+fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize) -> Unit {
+    let l = label.to_string();
+    let name = match filter {
+        FilterSetting::None => "none".to_string(),
+        f => format!("{}, 10 bits/key (--bits-per-key)", f.name()),
+    };
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            &name,
+            cache,
+            bloomkv_default_cache(),
+            "flat: compaction off",
+        ),
+        job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
+            let store = BloomkvStore::create_with_cache(
+                dir,
+                filter,
+                w.bits_per_key,
+                cache.bytes(bloomkv_default_cache()),
+            )?;
+            Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn BenchStore>)
+        })),
+    }
+}
+
+fn fjall_filter_name(filter: FjallFilter) -> String {
+    match filter {
+        FjallFilter::None => "none".into(),
+        FjallFilter::BitsPerKey(_) => "Bloom, --bits-per-key on every level".into(),
+        FjallFilter::Default => {
+            "fjall's default: L0 for 0.01% FP (~19 bits/key), 10 bits/key below".into()
+        }
+    }
+}
+
+fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize) -> Unit {
+    let l = label.to_string();
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            &fjall_filter_name(filter),
+            cache,
+            FJALL_DEFAULT_CACHE,
+            "flat: L0 trigger 255; filter and index blocks pinned on every level",
+        ),
+        job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
+            let filter = match filter {
+                FjallFilter::BitsPerKey(_) => FjallFilter::BitsPerKey(w.bits_per_key),
+                f => f,
+            };
+            Ok(Box::new(FjallStore::create(
+                l.clone(),
+                dir,
+                filter,
+                cache,
+                Layout::Flat,
+            )?) as Box<dyn BenchStore>)
+        })),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize) -> Unit {
+    let l = label.to_string();
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            if filter {
+                "set_bloom_filter(--bits-per-key, false)"
+            } else {
+                "none"
+            },
+            cache,
+            bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
+            "flat: auto-compaction off",
+        ),
+        job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
+            let bpk = filter.then_some(w.bits_per_key);
+            Ok(Box::new(bloomkv_peers::RocksDbStore::create(
+                l.clone(),
+                dir,
+                bpk,
+                cache,
+                Layout::Flat,
+            )?) as Box<dyn BenchStore>)
+        })),
+    }
+}
+
+fn auto_bloomkv(label: &str, allocation: Allocation, leveled: bool) -> Unit {
+    let l = label.to_string();
+    let (alloc, no_last) = match allocation {
+        Allocation::Uniform => (FilterAllocation::Uniform, false),
+        Allocation::Monkey => (FilterAllocation::Monkey, false),
+        Allocation::NoLastLevel => (FilterAllocation::Uniform, true),
+    };
+    let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
+        let setup = BloomkvSetup {
+            filter: FilterKind::CacheLocalBloom,
+            bits_per_key: w.bits_per_key,
+            allocation: alloc,
+            no_last_level_filter: no_last,
+            cache: CacheSize::Default,
+        };
+        Ok(AutoStore::Bloomkv(Box::new(BloomkvAuto::create(
+            l.clone(),
+            dir,
+            setup,
+            layout,
+        )?)))
+    });
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            &format!("cache-local Bloom, {}", allocation.name()),
+            CacheSize::Default,
+            bloomkv_default_cache(),
+            if leveled {
+                "compaction on; memtable 2 MiB, tables 1 MiB, L1 256 KiB"
+            } else {
+                "Options::default()"
+            },
+        ),
+        job: if leveled {
+            Job::Leveled(make)
+        } else {
+            Job::Fill(make)
+        },
+    }
+}
+
+fn auto_fjall(label: &str, filter: FjallFilter, leveled: bool) -> Unit {
+    let l = label.to_string();
+    let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
+        let filter = match filter {
+            FjallFilter::BitsPerKey(_) => FjallFilter::BitsPerKey(w.bits_per_key),
+            f => f,
+        };
+        Ok(AutoStore::Fjall(Box::new(FjallStore::create(
+            l.clone(),
+            dir,
+            filter,
+            CacheSize::Default,
+            layout,
+        )?)))
+    });
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            &fjall_filter_name(filter),
+            CacheSize::Default,
+            FJALL_DEFAULT_CACHE,
+            if leveled {
+                "compaction on; memtable 2 MiB, tables 1 MiB (L1 = 4 tables' worth), default pinning"
+            } else {
+                "defaults (compression off)"
+            },
+        ),
+        job: if leveled {
+            Job::Leveled(make)
+        } else {
+            Job::Fill(make)
+        },
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
+    let l = label.to_string();
+    let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
+        Ok(AutoStore::RocksDb(Box::new(
+            bloomkv_peers::RocksDbStore::create(
+                l.clone(),
+                dir,
+                Some(w.bits_per_key),
+                CacheSize::Default,
+                layout,
+            )?,
+        )))
+    });
+    Unit {
+        label: label.into(),
+        setting: setting(
+            label,
+            "set_bloom_filter(--bits-per-key, false), every level",
+            CacheSize::Default,
+            bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
+            if leveled {
+                "compaction on; write buffer 2 MiB, tables 1 MiB, L1 256 KiB (dynamic level bytes, its default)"
+            } else {
+                "defaults (compression off)"
+            },
+        ),
+        job: if leveled {
+            Job::Leveled(make)
+        } else {
+            Job::Fill(make)
+        },
+    }
+}
+
+/// The stores of one run, in list order.
+fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
+    let mut list = Vec::new();
+    if args.shape == "leveled" {
+        for a in Allocation::parse_list(&args.allocation)? {
+            list.push(auto_bloomkv(&format!("bloomkv {}", a.name()), a, true));
+        }
+        list.push(auto_fjall("fjall own filters", FjallFilter::Default, true));
+        list.push(auto_fjall("fjall", FjallFilter::BitsPerKey(0.0), true));
+        #[cfg(feature = "rocksdb")]
+        list.push(auto_rocksdb("rocksdb", true));
+        return Ok(list);
+    }
+    let label = |f: FilterSetting| match f {
+        FilterSetting::None => BASELINE.to_string(),
+        FilterSetting::Standard => "bloomkv standard".into(),
+        FilterSetting::CacheLocal => "bloomkv cache-local".into(),
+        FilterSetting::Ribbon => "bloomkv ribbon".into(),
+    };
+    for f in FilterSetting::parse_list(&args.filters)? {
+        list.push(flat_bloomkv(&label(f), f, CacheSize::Default));
+    }
+    list.push(flat_bloomkv(
+        "bloomkv cache-local 32M",
+        FilterSetting::CacheLocal,
+        CacheSize::Bytes(FJALL_DEFAULT_CACHE),
+    ));
+    list.push(flat_bloomkv(
+        "bloomkv cache-local 512M",
+        FilterSetting::CacheLocal,
+        CacheSize::Bytes(CACHE_ALL),
+    ));
+    list.push(flat_fjall(
+        "fjall no filter",
+        FjallFilter::None,
+        CacheSize::Default,
+    ));
+    list.push(flat_fjall(
+        REFERENCE,
+        FjallFilter::BitsPerKey(0.0),
+        CacheSize::Default,
+    ));
+    list.push(flat_fjall(
+        "fjall own filters",
+        FjallFilter::Default,
+        CacheSize::Default,
+    ));
+    list.push(flat_fjall(
+        "fjall 512M",
+        FjallFilter::BitsPerKey(0.0),
+        CacheSize::Bytes(CACHE_ALL),
+    ));
+    #[cfg(feature = "rocksdb")]
+    {
+        list.push(flat_rocksdb("rocksdb no filter", false, CacheSize::Default));
+        list.push(flat_rocksdb("rocksdb", true, CacheSize::Default));
+        list.push(flat_rocksdb(
+            "rocksdb 512M",
+            true,
+            CacheSize::Bytes(CACHE_ALL),
+        ));
+    }
+    if fill {
+        list.push(auto_bloomkv("bloomkv fill", Allocation::Uniform, false));
+        list.push(auto_fjall("fjall fill", FjallFilter::Default, false));
+        #[cfg(feature = "rocksdb")]
+        list.push(auto_rocksdb("rocksdb fill", false));
+    }
+    Ok(list)
+}
+
+/// Runs one unit in a fresh directory, removed afterwards.
+fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload) -> Result<Output, BenchError> {
+    let dir = work.store_dir(&unit.label.replace(' ', "-"))?;
+    let out = match &unit.job {
+        Job::Flat(make) => {
+            let mut store = [make(dir.clone(), w)?];
+            let rows = run_stores(&mut store, w, BASELINE)?;
+            let found = store[0].tables();
+            if found != w.tables as usize {
+                return Err(format!(
+                    "{} has {found} tables after reopen, expected {}: compaction was not held off",
+                    unit.label, w.tables
+                )
+                .into());
+            }
+            Output::Rows(rows)
+        }
+        Job::Fill(make) => {
+            let mut store = make(dir.clone(), w, Layout::Defaults)?;
+            Output::Fill(fill::fill(&mut store, w)?)
+        }
+        Job::Leveled(make) => {
+            let mut store = make(dir.clone(), w, Layout::SmallLevels)?;
+            let (filled, rows) = fill::run_leveled(&mut store, w)?;
+            Output::Leveled(filled, rows)
+        }
+    };
+    // The store is closed by now; its files go, so no run reads another's pages.
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(out)
+}
+
+fn run(cli: &Cli) -> Result<(), BenchError> {
+    let args = &cli.bench;
     args.validate()?;
     if args.sweep {
         return Err(
             "--sweep is bloomkv's alone: run `cargo run --release -- bench --sweep`".into(),
         );
     }
-    if args.tables > fjall_store::MAX_TABLES {
+    if cli.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    if args.cache_mib << 20 != bloomkv_default_cache() {
+        return Err(
+            "--cache-mib is bloomkv bench's: bloomkv-peers gives every row its own \
+                    cache (each store's default, 32 MiB and 512 MiB rows)"
+                .into(),
+        );
+    }
+    if args.shape == "flat" && args.tables > fjall_store::MAX_TABLES {
         return Err(format!(
             "--tables {} is more than fjall takes with compaction held off ({}): it stalls \
              writes at 20 L0 tables",
@@ -118,103 +446,116 @@ fn run(args: &BenchArgs) -> Result<(), BenchError> {
     }
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
-    println!("bloomkv and peers: {w}, 8 MiB block cache for peers");
-    let started = Instant::now();
-    let mut rows = Vec::new();
-    let mut tables = Vec::new();
-    // One store at a time: each is loaded, queried and closed before the next opens.
-    for (name, make) in stores() {
-        let mut store = [make(&work, &w)?];
-        let store_rows = run_stores(&mut store, &w, BASELINE)?;
-        let found = store[0].tables();
-        tables.push(format!("{name}: {found}"));
-        if found != w.tables as usize {
-            return Err(format!(
-                "{name} has {found} tables after reopen, expected {}: compaction was not held off",
-                w.tables
-            )
-            .into());
-        }
-        rows.extend(store_rows);
+    let environment = Environment::here(&args.dir.clone().unwrap_or_else(std::env::temp_dir));
+    let units = units(args, !cli.no_fill)?;
+    let fjall_metrics = cfg!(feature = "fjall-metrics");
+    println!(
+        "bloomkv and peers, {} shape, {} run(s): {w}",
+        args.shape, cli.runs
+    );
+    println!(
+        "commit {}{}, {} ({} cores), {} GiB, kernel {}, {}",
+        environment.commit,
+        if environment.dirty == Some(true) {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        },
+        environment.cpu_model,
+        environment.cores,
+        environment.memory_bytes.unwrap_or(0) >> 30,
+        environment.kernel,
+        environment.file_system
+    );
+    if fjall_metrics {
+        println!(
+            "fjall is built with its `metrics` feature: a counted run, its times include the counters"
+        );
     }
-    compare_to_baseline(&mut rows, BASELINE);
-    println!("tables after reopen: {}", tables.join(", "));
-    print!("{}", print_table(&rows));
-    print!("{}", versus(&rows));
-    check_lookups(&rows)?;
+    let settings: Vec<Setting> = units.iter().map(|u| u.setting.clone()).collect();
+    print!("{}", report::print_settings(&settings));
+
+    let started = Instant::now();
+    let mut records = Vec::new();
+    let mut levels: Vec<(String, String)> = Vec::new();
+    for (run, order) in run_order(units.len(), cli.runs).into_iter().enumerate() {
+        let mut record = RunRecord {
+            run,
+            order: order.iter().map(|&i| units[i].label.clone()).collect(),
+            rows: Vec::new(),
+            fills: Vec::new(),
+        };
+        for &i in &order {
+            match run_unit(&units[i], &work, &w)? {
+                Output::Rows(rows) => record.rows.extend(rows),
+                Output::Fill(f) => record.fills.push(f),
+                Output::Leveled(f, rows) => {
+                    levels.retain(|(l, _)| l != &f.store);
+                    levels.push((f.store.clone(), levels_text(&f.levels)));
+                    record.fills.push(f);
+                    record.rows.extend(rows);
+                }
+            }
+        }
+        compare_to_baseline(&mut record.rows, BASELINE);
+        check_lookups(&record.rows)?;
+        eprintln!(
+            "run {} of {} done ({:.0} s so far)",
+            run + 1,
+            cli.runs,
+            started.elapsed().as_secs_f64()
+        );
+        records.push(record);
+    }
+
+    let labels: Vec<String> = units.iter().map(|u| u.label.clone()).collect();
+    let level_of = |label: &str| {
+        levels
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, t)| t.clone())
+    };
+    let summary = report::summarize(&records, &labels, &level_of);
+    let fills = report::summarize_fills(&records, &labels);
+    print!("{}", report::print_summary(&summary, cli.runs));
+    if summary.iter().any(|s| s.store == REFERENCE) {
+        print!("{}", report::print_versus(&summary, REFERENCE));
+    }
+    if !fills.is_empty() {
+        print!("{}", report::print_fills(&fills, cli.runs));
+    }
 
     if let Some(path) = &args.json {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
-        let svg = path.with_extension("svg");
-        std::fs::write(&svg, render_savings_svg(&rows))?;
-        let report = Report {
-            machine: Machine::here(),
+        let rows = report::median_rows(&records, &summary);
+        let report = PeersReport {
+            // The program by its name, not the path it was started from.
+            command: std::iter::once("bloomkv-peers".to_string())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" "),
+            environment,
             workload: w,
+            shape: args.shape.clone(),
+            runs: cli.runs,
+            fjall_metrics,
+            settings,
+            summary,
+            fill: fills,
             rows,
-            bits_sweep: Vec::new(),
-            probe_sweep: Vec::new(),
-            leveled: Vec::new(),
-            prefix_rows: Vec::new(),
-            version_times: None,
+            run_records: records,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-        println!("wrote {} and {}", path.display(), svg.display());
+        if args.shape == "flat" {
+            let svg = path.with_extension("svg");
+            std::fs::write(&svg, render_savings_svg(&report.rows))?;
+            println!("wrote {} and {}", path.display(), svg.display());
+        } else {
+            println!("wrote {}", path.display());
+        }
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
-}
-
-/// Time and OS read syscalls per lookup of every store, and each filtered store's time
-/// against fjall's.
-fn versus(rows: &[Row]) -> String {
-    let find =
-        |filter: &str, phase: Phase| rows.iter().find(|r| r.filter == filter && r.phase == phase);
-    let mut out = String::from(
-        "\nper lookup           absent µs  absent syscr  present µs  present syscr  absent vs fjall  present vs fjall\n",
-    );
-    let per = |r: Option<&Row>| -> (String, String) {
-        match r {
-            Some(r) => (
-                format!("{:.2}", r.ns_per_lookup / 1000.0),
-                r.os_read_syscalls
-                    .map(|s| format!("{:.3}", s as f64 / r.lookups.max(1) as f64))
-                    .unwrap_or_else(|| "n/a".into()),
-            ),
-            None => ("-".into(), "-".into()),
-        }
-    };
-    let ratio = |r: Option<&Row>, base: Option<&Row>| -> String {
-        match (r, base) {
-            (Some(r), Some(b)) if b.ns_per_lookup > 0.0 => {
-                format!("{:.2}x", r.ns_per_lookup / b.ns_per_lookup)
-            }
-            _ => "-".into(),
-        }
-    };
-    let mut seen: Vec<&str> = Vec::new();
-    for r in rows {
-        if seen.contains(&r.filter.as_str()) {
-            continue;
-        }
-        seen.push(&r.filter);
-        let (a, p) = (
-            find(&r.filter, Phase::Absent),
-            find(&r.filter, Phase::Present),
-        );
-        let (a_us, a_sc) = per(a);
-        let (p_us, p_sc) = per(p);
-        out.push_str(&format!(
-            "{:<19}  {:>9}  {:>12}  {:>10}  {:>13}  {:>15}  {:>16}\n",
-            r.filter,
-            a_us,
-            a_sc,
-            p_us,
-            p_sc,
-            ratio(a, find("fjall", Phase::Absent)),
-            ratio(p, find("fjall", Phase::Present)),
-        ));
-    }
-    out
 }

@@ -1,6 +1,6 @@
 //! RocksDB as a [`BenchStore`] (cargo feature `rocksdb`): the reference LSM.
 //!
-//! Set up so its rows compare with bloomkv's:
+//! In the flat layout it is set up so its rows compare with bloomkv's:
 //!
 //! - `end_table` flushes the memtable into a table of its own and waits (the memtable
 //!   limit is 1 GiB, so it never fills up on its own);
@@ -9,22 +9,29 @@
 //! - a full (per-table) Bloom filter: `BlockBasedOptions::set_bloom_filter(10.0,
 //!   false)`, RocksDB's cache-local "fast local Bloom" (one 64-byte line per key, 6
 //!   probes at 10 bits/key). Filter and index blocks are held by the table readers
-//!   (`cache_index_and_filter_blocks` stays off), as bloomkv keeps them in memory;
-//! - 4 KiB uncompressed data blocks, an 8 MiB LRU block cache.
+//!   (`cache_index_and_filter_blocks` stays off, its default), as bloomkv keeps them;
+//! - 4 KiB uncompressed data blocks; RocksDB's default block cache (a 32 MiB
+//!   HyperClockCache) unless the row gives a size, then a HyperClockCache of it.
 //!
-//! Its statistics give the counters, under the names bloomkv's mirror:
-//! `BLOOM_FILTER_USEFUL` (negatives), `BLOOM_FILTER_FULL_POSITIVE`,
-//! `BLOOM_FILTER_FULL_TRUE_POSITIVE`, and `BLOCK_CACHE_DATA_MISS` (data blocks read
-//! from a table file). Table probes are not counted.
+//! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) the options are
+//! RocksDB's defaults but for the filter, compression (off) and, for the leveled
+//! shape, the memtable, table and level-1 sizes.
+//!
+//! Its statistics give the counters, at `StatsLevel::ExceptTimers` (no clock read on
+//! the read path), under the names bloomkv's mirror: `BLOOM_FILTER_USEFUL`
+//! (negatives), `BLOOM_FILTER_FULL_POSITIVE`, `BLOOM_FILTER_FULL_TRUE_POSITIVE`, and
+//! `BLOCK_CACHE_DATA_MISS` (data blocks read from a table file). Table probes are not
+//! counted. Every get reuses one `ReadOptions`.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use bloomkv::sizing;
-use rocksdb::statistics::Ticker;
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, DB};
+use rocksdb::statistics::{StatsLevel, Ticker};
+use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
 
-use crate::page_cache;
+use crate::{page_cache, CacheSize, Layout};
 
 /// Far above any `--tables`: no L0 file count ever triggers a compaction or a stall.
 const L0_TRIGGER: i32 = 1 << 20;
@@ -35,7 +42,10 @@ pub struct RocksDbStore {
     dir: PathBuf,
     /// One `Options` for every open: it owns the statistics the counters read.
     options: Options,
+    /// The one `ReadOptions` every get uses.
+    read_options: ReadOptions,
     bits_per_key: Option<f64>,
+    layout: Layout,
     db: Option<DB>,
     /// Keys written into each finished table, in order.
     table_keys: Vec<u64>,
@@ -44,11 +54,13 @@ pub struct RocksDbStore {
 
 impl RocksDbStore {
     /// Creates a fresh database in `dir` whose tables carry full Bloom filters at
-    /// `bits_per_key` (or none, for `None`).
+    /// `bits_per_key` (or none, for `None`), with `cache` and `layout`.
     pub fn create(
         label: impl Into<String>,
         dir: PathBuf,
         bits_per_key: Option<f64>,
+        cache: CacheSize,
+        layout: Layout,
     ) -> Result<Self, BenchError> {
         if let Some(bpk) = bits_per_key {
             if !(bpk.is_finite() && bpk >= 1.0) {
@@ -57,13 +69,15 @@ impl RocksDbStore {
                 );
             }
         }
-        let options = options(bits_per_key);
+        let options = options(bits_per_key, cache, layout);
         let db = DB::open(&options, &dir)?;
         Ok(RocksDbStore {
             label: label.into(),
             dir,
             options,
+            read_options: ReadOptions::default(),
             bits_per_key,
+            layout,
             db: Some(db),
             table_keys: Vec::new(),
             pending_keys: 0,
@@ -75,27 +89,81 @@ impl RocksDbStore {
             .as_ref()
             .ok_or_else(|| "rocksdb store is closed".into())
     }
+
+    /// Flushes the memtable and waits until no flush or compaction is running or
+    /// pending.
+    pub fn settle(&mut self) -> Result<(), BenchError> {
+        let db = self.db()?;
+        db.flush()?;
+        let int = |name: &str| -> Result<u64, BenchError> {
+            Ok(db.property_int_value(name)?.unwrap_or(0))
+        };
+        crate::wait_idle(
+            || {
+                Ok(int("rocksdb.compaction-pending")? > 0
+                    || int("rocksdb.num-running-compactions")? > 0
+                    || int("rocksdb.num-running-flushes")? > 0
+                    || int("rocksdb.mem-table-flush-pending")? > 0)
+            },
+            Duration::from_secs(600),
+        )
+    }
+
+    /// Tables per level, deepest last, empty levels left out.
+    pub fn levels(&self) -> Vec<(usize, usize)> {
+        let files = self
+            .db
+            .as_ref()
+            .and_then(|db| db.live_files().ok())
+            .unwrap_or_default();
+        let mut levels: Vec<(usize, usize)> = Vec::new();
+        for f in files {
+            let level = f.level.max(0) as usize;
+            match levels.iter_mut().find(|(l, _)| *l == level) {
+                Some((_, n)) => *n += 1,
+                None => levels.push((level, 1)),
+            }
+        }
+        levels.sort_unstable();
+        levels
+    }
 }
 
-fn options(bits_per_key: Option<f64>) -> Options {
+fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout) -> Options {
     let mut table = BlockBasedOptions::default();
     if let Some(bpk) = bits_per_key {
         // `false`: a full filter per table, not the deprecated per-block filters.
         table.set_bloom_filter(bpk, false);
     }
     table.set_block_size(4096);
-    table.set_block_cache(&Cache::new_lru_cache(crate::BLOCK_CACHE_BYTES));
+    if let CacheSize::Bytes(bytes) = cache {
+        // 0: RocksDB sizes the cache's table itself, as its own default cache does.
+        table.set_block_cache(&Cache::new_hyper_clock_cache(bytes, 0));
+    }
 
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.set_block_based_table_factory(&table);
     opts.set_compression_type(DBCompressionType::None);
-    opts.set_disable_auto_compactions(true);
-    opts.set_level_zero_file_num_compaction_trigger(L0_TRIGGER);
-    opts.set_level_zero_slowdown_writes_trigger(L0_TRIGGER);
-    opts.set_level_zero_stop_writes_trigger(L0_TRIGGER);
-    opts.set_write_buffer_size(1 << 30);
+    match layout {
+        Layout::Flat => {
+            opts.set_disable_auto_compactions(true);
+            opts.set_level_zero_file_num_compaction_trigger(L0_TRIGGER);
+            opts.set_level_zero_slowdown_writes_trigger(L0_TRIGGER);
+            opts.set_level_zero_stop_writes_trigger(L0_TRIGGER);
+            opts.set_write_buffer_size(1 << 30);
+        }
+        Layout::Defaults => {}
+        Layout::SmallLevels => {
+            opts.set_write_buffer_size(crate::SMALL_MEMTABLE);
+            opts.set_target_file_size_base(crate::SMALL_TABLE);
+            opts.set_max_bytes_for_level_base(crate::SMALL_LEVEL1);
+        }
+    }
     opts.enable_statistics();
+    // Counters without timers: RocksDB's default level also times every get and
+    // block read.
+    opts.set_statistics_level(StatsLevel::ExceptTimers);
     opts
 }
 
@@ -130,7 +198,10 @@ impl BenchStore for RocksDbStore {
 
     fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
         // Pinned: the value stays in the block it was found in, no copy.
-        Ok(self.db()?.get_pinned(key)?.is_some())
+        Ok(self
+            .db()?
+            .get_pinned_opt(key, &self.read_options)?
+            .is_some())
     }
 
     fn counters(&self) -> StoreCounters {
@@ -147,15 +218,26 @@ impl BenchStore for RocksDbStore {
     }
 
     /// Computed from RocksDB's construction rule (about `bits_per_key` bits per key in
-    /// 512-bit lines, 6 probes at 10 bits/key) and the keys written into each table;
-    /// the formula is the cache-local one (bloomkv's model of one-line-per-key filters).
+    /// 512-bit lines, 6 probes at 10 bits/key) and the keys in each table (as written
+    /// in the flat layout, as RocksDB lists its live files otherwise); the formula is
+    /// the cache-local one (bloomkv's model of one-line-per-key filters).
     fn filter_shape(&self) -> FilterShape {
         let Some(bpk) = self.bits_per_key else {
             return FilterShape::default();
         };
         let probes = rocksdb_probes(bpk);
-        let tables: Vec<(u64, u64)> = self
-            .table_keys
+        let keys: Vec<u64> = if self.layout == Layout::Flat {
+            self.table_keys.clone()
+        } else {
+            self.db
+                .as_ref()
+                .and_then(|db| db.live_files().ok())
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.num_entries)
+                .collect()
+        };
+        let tables: Vec<(u64, u64)> = keys
             .iter()
             .map(|&n| (rocksdb_filter_bits(n, bpk), n))
             .collect();

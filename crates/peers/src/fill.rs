@@ -1,0 +1,139 @@
+//! Stores with compaction on: the timed fill, and the leveled shape built by it.
+//!
+//! **Fill.** The workload's keys, made before the clock starts, are written in the
+//! same shuffled order into a store opened with compaction on and sync off (no fsync
+//! per write; each store hands its log to the OS as it does by default). Two times
+//! are taken: until the last `put` returns, and until the store has also flushed its
+//! memtable and its compaction is idle ("settled"): a store that defers work to
+//! background threads cannot hide it.
+//!
+//! **Leveled shape.** The same fill into a store with small level budgets, settled,
+//! then the workload's absent and present gets, measured by the very same phase code
+//! as the flat shape (`bloomkv::bench::run_phase`).
+
+use std::time::Instant;
+
+use bloomkv::bench::{
+    key, run_phase, BenchError, BenchStore, NoProgress, Phase, Row, Workload, KEY_LEN,
+};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::Serialize;
+
+use crate::{BloomkvAuto, FjallStore};
+
+/// A store with compaction on: bloomkv, fjall or RocksDB (boxed: they differ in size).
+pub enum AutoStore {
+    /// bloomkv.
+    Bloomkv(Box<BloomkvAuto>),
+    /// fjall.
+    Fjall(Box<FjallStore>),
+    /// RocksDB.
+    #[cfg(feature = "rocksdb")]
+    RocksDb(Box<crate::RocksDbStore>),
+}
+
+impl AutoStore {
+    /// The store as the workload sees it.
+    pub fn store(&mut self) -> &mut dyn BenchStore {
+        match self {
+            AutoStore::Bloomkv(s) => s.as_mut() as &mut dyn BenchStore,
+            AutoStore::Fjall(s) => s.as_mut() as &mut dyn BenchStore,
+            #[cfg(feature = "rocksdb")]
+            AutoStore::RocksDb(s) => s.as_mut() as &mut dyn BenchStore,
+        }
+    }
+
+    /// Flushes the memtable and waits until compaction is idle.
+    pub fn settle(&mut self) -> Result<(), BenchError> {
+        match self {
+            AutoStore::Bloomkv(s) => s.settle(),
+            AutoStore::Fjall(s) => s.settle(),
+            #[cfg(feature = "rocksdb")]
+            AutoStore::RocksDb(s) => s.settle(),
+        }
+    }
+
+    /// Tables per level, empty levels left out.
+    pub fn levels(&self) -> Vec<(usize, usize)> {
+        match self {
+            AutoStore::Bloomkv(s) => s.levels(),
+            AutoStore::Fjall(s) => s.levels(),
+            #[cfg(feature = "rocksdb")]
+            AutoStore::RocksDb(s) => s.levels(),
+        }
+    }
+}
+
+/// One timed fill.
+#[derive(Debug, Clone, Serialize)]
+pub struct FillResult {
+    /// The row: store and setup.
+    pub store: String,
+    /// Keys written.
+    pub keys: u64,
+    /// Nanoseconds per `put`, until the last one returned.
+    pub ns_per_put: f64,
+    /// Milliseconds from the last `put` until flushed and compaction idle.
+    pub settle_ms: f64,
+    /// Milliseconds from the first `put` until settled.
+    pub total_ms: f64,
+    /// Tables per level once settled, as `[level, tables]`.
+    pub levels: Vec<(usize, usize)>,
+}
+
+/// Levels as `L0 3 · L1 4 · L2 31`.
+pub fn levels_text(levels: &[(usize, usize)]) -> String {
+    levels
+        .iter()
+        .map(|(l, n)| format!("L{l} {n}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// Writes the workload's keys in its shuffled order into `store`, and settles it.
+pub fn fill(store: &mut AutoStore, w: &Workload) -> Result<FillResult, BenchError> {
+    let mut order: Vec<u64> = (0..w.keys).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(w.seed));
+    let keys: Vec<[u8; KEY_LEN]> = order.iter().map(|&i| key(2 * i)).collect();
+    drop(order);
+    let value = vec![b'v'; w.value_size];
+    let label = store.store().label();
+    let started = Instant::now();
+    {
+        let s = store.store();
+        for k in &keys {
+            s.put(k, &value)?;
+        }
+    }
+    let puts = started.elapsed();
+    store.settle()?;
+    let total = started.elapsed();
+    Ok(FillResult {
+        store: label,
+        keys: keys.len() as u64,
+        ns_per_put: puts.as_nanos() as f64 / keys.len().max(1) as f64,
+        settle_ms: (total - puts).as_secs_f64() * 1000.0,
+        total_ms: total.as_secs_f64() * 1000.0,
+        levels: store.levels(),
+    })
+}
+
+/// The leveled shape on `store`: fill and settle (timed), then the absent and
+/// present phases. Every present key must be found and no absent one.
+pub fn run_leveled(
+    store: &mut AutoStore,
+    w: &Workload,
+) -> Result<(FillResult, Vec<Row>), BenchError> {
+    let filled = fill(store, w)?;
+    let s = store.store();
+    let shape = s.filter_shape();
+    let mut rows = Vec::new();
+    for phase in [Phase::Absent, Phase::Present] {
+        let result = run_phase(&*s, w, phase, &NoProgress)?;
+        rows.push(Row::new(&s.label(), phase, &result, &shape, w.keys));
+    }
+    bloomkv::bench::check_lookups(&rows)?;
+    Ok((filled, rows))
+}

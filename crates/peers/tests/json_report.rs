@@ -1,0 +1,105 @@
+//! The `bloomkv-peers` command at a tiny scale: its JSON report carries the runs, the
+//! environment, per-row medians and spreads, the fills and every run's own rows.
+
+use std::process::Command;
+
+#[test]
+fn json_report_has_runs_environment_spreads_and_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("peers.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+        .args([
+            "--keys",
+            "2000",
+            "--tables",
+            "2",
+            "--lookups",
+            "100",
+            "--runs",
+            "2",
+            "--filters",
+            "none,cache-local",
+            "--dir",
+        ])
+        .arg(dir.path().join("stores"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+
+    assert_eq!(report["runs"], 2);
+    assert_eq!(report["shape"], "flat");
+    let command = report["command"].as_str().unwrap();
+    assert!(
+        command.starts_with("bloomkv-peers --keys 2000"),
+        "{command}"
+    );
+    assert_eq!(
+        report["fjall_metrics"].as_bool().unwrap(),
+        cfg!(feature = "fjall-metrics")
+    );
+    let env = &report["environment"];
+    for field in ["commit", "cpu_model", "kernel", "file_system", "os"] {
+        assert!(
+            !env[field].as_str().unwrap().is_empty(),
+            "environment.{field}"
+        );
+    }
+    assert!(env["cores"].as_u64().unwrap() >= 1);
+    assert!(env.get("memory_bytes").is_some());
+
+    // Rows: two bloomkv filters + the 32 MiB and 512 MiB rows + four fjall rows
+    // (+ three RocksDB rows with the feature), each with both phases.
+    let stores = if cfg!(feature = "rocksdb") { 11 } else { 8 };
+    let summary = report["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 2 * stores);
+    for s in summary {
+        assert_eq!(s["runs"], 2);
+        let ns = &s["ns_per_lookup"];
+        let (min, median, max) = (
+            ns["min"].as_f64().unwrap(),
+            ns["median"].as_f64().unwrap(),
+            ns["max"].as_f64().unwrap(),
+        );
+        assert!(min <= median && median <= max, "{s}");
+        assert!(s["reads_per_lookup"]["median"].as_f64().is_some());
+    }
+    assert_eq!(report["rows"].as_array().unwrap().len(), 2 * stores);
+    let settings = report["settings"].as_array().unwrap();
+    assert!(settings.iter().any(|s| s["store"] == "fjall"
+        && s["cache_bytes"] == 32 << 20
+        && s["default_cache"] == true));
+
+    // Both runs recorded, each store once per run, the order rotated by one.
+    let records = report["run_records"].as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    let order = |r: usize| -> Vec<String> {
+        records[r]["order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (first, second) = (order(0), order(1));
+    assert_eq!(first.len(), second.len());
+    assert_eq!(first[1..], second[..second.len() - 1]);
+    assert_eq!(first[0], second[second.len() - 1]);
+
+    // The timed fill of each store, in every run.
+    let fills = report["fill"].as_array().unwrap();
+    let fill_stores = if cfg!(feature = "rocksdb") { 3 } else { 2 };
+    assert_eq!(fills.len(), fill_stores);
+    for f in fills {
+        assert_eq!(f["runs"], 2);
+        assert!(f["ns_per_put"]["median"].as_f64().unwrap() > 0.0);
+    }
+    assert!(json.with_extension("svg").exists());
+}
