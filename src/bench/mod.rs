@@ -210,7 +210,7 @@ impl std::fmt::Display for Workload {
 }
 
 /// The lookup phases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Keys that no table holds.

@@ -2,12 +2,13 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{FilterShape, Phase, PhaseResult, Workload};
 
 /// One (filter, phase) measurement: every figure the table and the JSON show.
-#[derive(Debug, Clone, Serialize)]
+/// Read back from a result file to redraw its chart (`examples/redraw_chart.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// Store and filter.
     pub filter: String,
@@ -51,7 +52,9 @@ pub struct Row {
     pub lookups_per_sec: f64,
     /// Data blocks served from the block cache during the phase (bloomkv only).
     pub block_cache_hits: Option<u64>,
-    /// Bytes of the store's table files on disk (where the store can tell).
+    /// Bytes of the store's table files on disk (where the store can tell; absent
+    /// from files written before it was recorded).
+    #[serde(default)]
     pub table_bytes: Option<u64>,
 }
 
