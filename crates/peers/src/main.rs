@@ -14,8 +14,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use bloomkv::bench::{
-    compare_to_baseline, render_savings_svg, run_stores, Allocation, BenchArgs, BenchError,
-    BenchStore, BloomkvStore, FilterSetting, Row, WorkDir, Workload,
+    compare_to_baseline, render_savings_svg, run_stores, Allocation, AllocationRun, BenchArgs,
+    BenchError, BenchStore, BloomkvStore, FilterSetting, Row, WorkDir, Workload,
 };
 use bloomkv::kv::{FilterAllocation, FilterKind, Options};
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
@@ -200,8 +200,9 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize) -> Unit {
     }
 }
 
-fn auto_bloomkv(label: &str, allocation: Allocation, leveled: bool) -> Unit {
+fn auto_bloomkv(label: &str, run: AllocationRun, leveled: bool) -> Unit {
     let l = label.to_string();
+    let allocation = run.allocation;
     let (alloc, no_last) = match allocation {
         Allocation::Uniform => (FilterAllocation::Uniform, false),
         Allocation::Monkey => (FilterAllocation::Monkey, false),
@@ -209,8 +210,12 @@ fn auto_bloomkv(label: &str, allocation: Allocation, leveled: bool) -> Unit {
     };
     let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
         let setup = BloomkvSetup {
-            filter: FilterKind::CacheLocalBloom,
-            bits_per_key: w.bits_per_key,
+            filter: if run.ribbon {
+                FilterKind::Ribbon
+            } else {
+                FilterKind::CacheLocalBloom
+            },
+            bits_per_key: run.bits_per_key.unwrap_or(w.bits_per_key),
             allocation: alloc,
             no_last_level_filter: no_last,
             cache: CacheSize::Default,
@@ -226,7 +231,15 @@ fn auto_bloomkv(label: &str, allocation: Allocation, leveled: bool) -> Unit {
         label: label.into(),
         setting: setting(
             label,
-            &format!("cache-local Bloom, {}", allocation.name()),
+            &format!(
+                "{}, {}",
+                if run.ribbon {
+                    "Ribbon"
+                } else {
+                    "cache-local Bloom"
+                },
+                run.label()
+            ),
             CacheSize::Default,
             bloomkv_default_cache(),
             if leveled {
@@ -319,7 +332,7 @@ fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
     if args.shape == "leveled" {
         for a in Allocation::parse_list(&args.allocation)? {
-            list.push(auto_bloomkv(&format!("bloomkv {}", a.name()), a, true));
+            list.push(auto_bloomkv(&format!("bloomkv {}", a.label()), a, true));
         }
         list.push(auto_fjall("fjall own filters", FjallFilter::Default, true));
         list.push(auto_fjall("fjall", FjallFilter::BitsPerKey(0.0), true));
@@ -377,7 +390,12 @@ fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
         ));
     }
     if fill {
-        list.push(auto_bloomkv("bloomkv fill", Allocation::Uniform, false));
+        let uniform = AllocationRun {
+            allocation: Allocation::Uniform,
+            bits_per_key: None,
+            ribbon: false,
+        };
+        list.push(auto_bloomkv("bloomkv fill", uniform, false));
         list.push(auto_fjall("fjall fill", FjallFilter::Default, false));
         #[cfg(feature = "rocksdb")]
         list.push(auto_rocksdb("rocksdb fill", false));
