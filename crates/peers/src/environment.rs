@@ -128,7 +128,7 @@ mod tests {
                       tmpfs /tmp tmpfs rw 0 0\n\
                       /dev/vdb /tmp/my\\040disk xfs rw 0 0\n";
         let fs = |p: &str| file_system_of(mounts, Path::new(p));
-        assert_eq!(fs("/work/stores").as_deref(), Some("ext4"));
+        assert_eq!(fs("/srv/stores").as_deref(), Some("ext4"));
         assert_eq!(fs("/tmp/x").as_deref(), Some("tmpfs"));
         assert_eq!(fs("/tmp/my disk/a").as_deref(), Some("xfs"));
         // A path component must match whole: /tmpfoo is not under /tmp.
