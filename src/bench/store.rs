@@ -1,4 +1,6 @@
-//! bloomkv itself as a [`BenchStore`], under each filter setting.
+//! bloomkv itself as a [`BenchStore`], under each filter setting: the flat shape's
+//! store (compaction off, one table per `end_table`), or a store opened with any
+//! options (the peers' fill and leveled rows run it with compaction on).
 
 use std::path::PathBuf;
 
@@ -65,9 +67,9 @@ impl FilterSetting {
     }
 }
 
-/// A bloomkv store set up for the workload: compaction off, one table per `end_table`.
+/// A bloomkv store driven by the workload.
 pub struct BloomkvStore {
-    setting: FilterSetting,
+    label: String,
     dir: PathBuf,
     options: Options,
     db: Option<Db>,
@@ -124,13 +126,41 @@ impl BloomkvStore {
             max_immutable_memtables: 4,
             ..Options::default()
         };
+        Self::with_options(setting.name(), dir, options)
+    }
+
+    /// Opens a fresh store in `dir` with `options` as they are (compaction on unless
+    /// they say otherwise), labelled `label` in the rows.
+    pub fn with_options(
+        label: impl Into<String>,
+        dir: PathBuf,
+        options: Options,
+    ) -> Result<Self, BenchError> {
         let db = Db::open(&dir, options.clone())?;
         Ok(BloomkvStore {
-            setting,
+            label: label.into(),
             dir,
             options,
             db: Some(db),
         })
+    }
+
+    /// Flushes the memtable and waits until compaction is idle.
+    pub fn settle(&mut self) -> Result<(), BenchError> {
+        Ok(self.open_db()?.wait_for_compaction()?)
+    }
+
+    /// Tables per level, deepest last, empty levels left out.
+    pub fn levels(&self) -> Vec<(usize, usize)> {
+        let mut levels: Vec<(usize, usize)> = Vec::new();
+        for t in self.db.as_ref().map(Db::table_infos).unwrap_or_default() {
+            match levels.iter_mut().find(|(l, _)| *l == t.level) {
+                Some((_, n)) => *n += 1,
+                None => levels.push((t.level, 1)),
+            }
+        }
+        levels.sort_unstable();
+        levels
     }
 
     /// The open store (`None` only after a failed reopen).
@@ -145,7 +175,7 @@ impl BloomkvStore {
 
 impl BenchStore for BloomkvStore {
     fn label(&self) -> String {
-        self.setting.name().to_string()
+        self.label.clone()
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<(), BenchError> {
@@ -187,17 +217,17 @@ impl BenchStore for BloomkvStore {
         let Some(db) = self.db.as_ref() else {
             return FilterShape::default();
         };
-        let filters: Vec<_> = db
-            .table_infos()
-            .into_iter()
-            .filter_map(|t| t.filter)
-            .collect();
+        let infos = db.table_infos();
+        let filters: Vec<_> = infos.iter().filter_map(|t| t.filter.as_ref()).collect();
         if filters.is_empty() {
             return FilterShape::default();
         }
+        // Keys of every table (a table without a filter, say on the deepest level,
+        // still holds keys), so bits per key is over the whole store; the rate is
+        // averaged over the tables that have a filter.
         FilterShape {
             bits: filters.iter().map(|f| f.num_bits).sum(),
-            keys: filters.iter().map(|f| f.num_keys).sum(),
+            keys: infos.iter().map(|t| t.entries).sum(),
             formula_fp: filters.iter().map(|f| f.estimated_fp_rate).sum::<f64>()
                 / filters.len() as f64,
             probes: filters[0].num_probes,

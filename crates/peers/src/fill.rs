@@ -14,19 +14,19 @@
 use std::time::Instant;
 
 use bloomkv::bench::{
-    key, run_phase, BenchError, BenchStore, NoProgress, Phase, Row, Workload, KEY_LEN,
+    key, run_phase, BenchError, BenchStore, BloomkvStore, NoProgress, Phase, Row, Workload, KEY_LEN,
 };
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use crate::{BloomkvAuto, FjallStore};
+use crate::FjallStore;
 
 /// A store with compaction on: bloomkv, fjall or RocksDB (boxed: they differ in size).
 pub enum AutoStore {
     /// bloomkv.
-    Bloomkv(Box<BloomkvAuto>),
+    Bloomkv(Box<BloomkvStore>),
     /// fjall.
     Fjall(Box<FjallStore>),
     /// RocksDB.

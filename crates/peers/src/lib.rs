@@ -30,7 +30,7 @@ pub mod report;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_store;
 
-pub use bloomkv_auto::BloomkvAuto;
+pub use bloomkv_auto::open_auto;
 pub use fjall_store::{FjallFilter, FjallStore};
 pub use labeled::Labeled;
 #[cfg(feature = "rocksdb")]

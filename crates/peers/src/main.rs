@@ -24,7 +24,7 @@ use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};
 use bloomkv_peers::plan::run_order;
 use bloomkv_peers::report::{self, PeersReport, RunRecord, Setting};
 use bloomkv_peers::{
-    check_lookups, fjall_store, BloomkvAuto, CacheSize, FjallFilter, FjallStore, Labeled, Layout,
+    check_lookups, fjall_store, open_auto, CacheSize, FjallFilter, FjallStore, Labeled, Layout,
     CACHE_ALL, FJALL_DEFAULT_CACHE,
 };
 use clap::Parser;
@@ -91,6 +91,17 @@ enum Job {
     Fill(AutoMaker),
     /// The leveled shape: fill with small level budgets, settle, both phases.
     Leveled(AutoMaker),
+}
+
+impl Job {
+    /// A store with compaction on: the leveled shape's or the fill's.
+    fn auto(leveled: bool, make: AutoMaker) -> Job {
+        if leveled {
+            Job::Leveled(make)
+        } else {
+            Job::Fill(make)
+        }
+    }
 }
 
 fn setting(store: &str, filter: &str, cache: CacheSize, default: usize, notes: &str) -> Setting {
@@ -220,7 +231,7 @@ fn auto_bloomkv(label: &str, run: AllocationRun, leveled: bool) -> Unit {
             no_last_level_filter: no_last,
             cache: CacheSize::Default,
         };
-        Ok(AutoStore::Bloomkv(Box::new(BloomkvAuto::create(
+        Ok(AutoStore::Bloomkv(Box::new(open_auto(
             l.clone(),
             dir,
             setup,
@@ -248,11 +259,7 @@ fn auto_bloomkv(label: &str, run: AllocationRun, leveled: bool) -> Unit {
                 "Options::default()"
             },
         ),
-        job: if leveled {
-            Job::Leveled(make)
-        } else {
-            Job::Fill(make)
-        },
+        job: Job::auto(leveled, make),
     }
 }
 
@@ -284,11 +291,7 @@ fn auto_fjall(label: &str, filter: FjallFilter, leveled: bool) -> Unit {
                 "defaults (compression off)"
             },
         ),
-        job: if leveled {
-            Job::Leveled(make)
-        } else {
-            Job::Fill(make)
-        },
+        job: Job::auto(leveled, make),
     }
 }
 
@@ -319,11 +322,7 @@ fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
                 "defaults (compression off)"
             },
         ),
-        job: if leveled {
-            Job::Leveled(make)
-        } else {
-            Job::Fill(make)
-        },
+        job: Job::auto(leveled, make),
     }
 }
 

@@ -5,7 +5,7 @@ use bloomkv::bench::{run_store, BenchStore, NoProgress, Phase, Workload};
 use bloomkv::kv::{FilterAllocation, FilterKind};
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::fill::{self, AutoStore};
-use bloomkv_peers::{check_lookups, BloomkvAuto, CacheSize, FjallFilter, FjallStore, Layout};
+use bloomkv_peers::{check_lookups, open_auto, CacheSize, FjallFilter, FjallStore, Layout};
 
 fn small() -> Workload {
     Workload {
@@ -123,7 +123,7 @@ fn fill_and_leveled_shape_on_fjall_and_bloomkv() {
             .unwrap(),
         )),
         AutoStore::Bloomkv(Box::new(
-            BloomkvAuto::create(
+            open_auto(
                 "bloomkv",
                 dir.path().join("bloomkv"),
                 BloomkvSetup {
