@@ -852,7 +852,10 @@ impl Inner {
         let mut tally = ReadTally::default();
         let found = view.version.get(key, hash, table_seq, &mut tally);
         self.counters.add_tally(&tally);
-        Ok(found?.and_then(live_value))
+        Ok(found?.and_then(|hit| match hit.kind {
+            ValueKind::Put => Some(hit.value),
+            ValueKind::Delete => None,
+        }))
     }
 
     /// A scan of `start..end` as of `read_seq`. `prefix`: every key in the range has

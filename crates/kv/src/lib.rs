@@ -38,6 +38,7 @@
 //! | `fs.rs`, `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
 //! | `block_cache.rs` | decoded data blocks kept in memory, bounded in bytes |
+//! | `keycmp.rs` | comparing short keys a word at a time (the read path compares a lot) |
 
 mod block_cache;
 mod coding;
@@ -48,6 +49,7 @@ pub mod filename;
 pub mod filter_plan;
 pub mod fs;
 mod inspect;
+mod keycmp;
 pub mod manifest;
 pub mod memtable;
 mod merge;

@@ -16,9 +16,10 @@ use bloomkv_filter::KeyHash;
 
 use crate::error::Result;
 use crate::options::NUM_LEVELS;
+use crate::sstable::Hit;
 use crate::sstable::Table;
 use crate::stats::ReadTally;
-use crate::types::{Entry, SeqNo};
+use crate::types::SeqNo;
 
 /// A live table: its number and level in the store, and the opened reader.
 #[derive(Debug)]
@@ -81,7 +82,7 @@ impl Version {
         hash: KeyHash,
         read_seq: SeqNo,
         tally: &mut ReadTally,
-    ) -> Result<Option<Entry>> {
+    ) -> Result<Option<Hit>> {
         // L0 ranges overlap, so every table may be asked. One pass finds the tables
         // whose range covers the key and starts loading each one's filter line; the
         // second tests them, newest first, so the cache misses overlap instead of
@@ -101,22 +102,22 @@ impl Version {
             while candidates != 0 {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                if let Some(entry) = l0[i].table.probe_covered_at(key, hash, read_seq, tally)? {
-                    return Ok(Some(entry));
+                if let Some(hit) = l0[i].table.probe_hit_at(key, hash, read_seq, tally)? {
+                    return Ok(Some(hit));
                 }
             }
         } else {
-            for handle in l0 {
-                if let Some(entry) = handle.table.get_at(key, hash, read_seq, tally)? {
-                    return Ok(Some(entry));
+            for handle in l0.iter().filter(|h| h.table.covers(key)) {
+                if let Some(hit) = handle.table.probe_hit_at(key, hash, read_seq, tally)? {
+                    return Ok(Some(hit));
                 }
             }
         }
         for (n, level) in self.levels.iter().enumerate().skip(1) {
             let i = level.partition_point(|h| h.largest() < key);
-            if let Some(handle) = level.get(i) {
+            if let Some(handle) = level.get(i).filter(|h| h.table.covers(key)) {
                 let mark = tally.mark();
-                let found = handle.table.get_at(key, hash, read_seq, tally)?;
+                let found = handle.table.probe_hit_at(key, hash, read_seq, tally)?;
                 tally.close_level(n, mark);
                 if found.is_some() {
                     return Ok(found);

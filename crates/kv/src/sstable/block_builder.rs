@@ -3,6 +3,7 @@
 //! See [`super::block`] for the layout. Call order: `(add* finish reset)*`.
 
 use crate::coding::put_varint;
+use crate::keycmp::common_prefix;
 use crate::types::{SeqNo, ValueKind};
 
 /// Accumulates the entries of one data block in their encoded form.
@@ -87,10 +88,4 @@ impl BlockBuilder {
         self.last_key.clear();
         self.entries = 0;
     }
-}
-
-/// The length of the longest common prefix of `a` and `b`.
-#[inline]
-pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

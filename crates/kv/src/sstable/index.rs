@@ -34,6 +34,7 @@ use std::ops::Range;
 use super::footer::BlockHandle;
 use super::Malformed;
 use crate::coding::{get_varint_usize, put_varint, u32_at};
+use crate::keycmp;
 
 /// Accumulates index entries while a table is written.
 #[derive(Debug, Default)]
@@ -70,7 +71,7 @@ impl IndexBuilder {
 /// first byte of `last` after `i` that can be raised, raised, ends the separator
 /// (`"apple"`/`"banana"` → `"aq"`).
 pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
-    let i = super::block_builder::common_prefix(last, next);
+    let i = crate::keycmp::common_prefix(last, next);
     if let (Some(&a), Some(&b)) = (last.get(i), next.get(i)) {
         if a < 0xff && a + 1 < b {
             let mut sep = last[..i].to_vec();
@@ -100,10 +101,83 @@ struct IndexEntry {
 }
 
 /// The decoded index, kept in memory for the table's lifetime.
+///
+/// A lookup's binary search runs first over `words`, one `u64` per separator packed
+/// side by side, and touches separators' bytes only among the few entries whose word
+/// equals the key's (see [`SearchWords`]).
 #[derive(Debug)]
 pub(crate) struct IndexBlock {
     data: Vec<u8>,
     entries: Vec<IndexEntry>,
+    words: SearchWords,
+}
+
+/// Separators reduced to one word each, for a binary search that stays in a few
+/// cache lines.
+///
+/// All separators share their first `prefix` bytes (the common prefix of the first and
+/// the last, since they are sorted). Word `i` is the next 8 bytes of separator `i`,
+/// zero-padded and read big-endian. Reading a key the same way keeps order: a
+/// separator whose word is below the key's is below the key, one whose word is above
+/// is above it, and only equal words leave the order to the full bytes.
+///
+/// ```text
+///   separators  user:0042  | user:0107  | user:1
+///   prefix      user:                                (5 bytes)
+///   words       "0042····"   "0107····"   "1·······"   (· = zero byte)
+/// ```
+#[derive(Debug, Default)]
+struct SearchWords {
+    prefix: Vec<u8>,
+    words: Vec<u64>,
+}
+
+/// Where a key stands against the separators' common prefix.
+enum Placed {
+    /// Below every separator.
+    Below,
+    /// Above every separator.
+    Above,
+    /// Starts with the prefix; the key's word.
+    Word(u64),
+}
+
+impl SearchWords {
+    fn new(data: &[u8], entries: &[IndexEntry]) -> SearchWords {
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            return SearchWords::default();
+        };
+        let (first, last) = (
+            &data[first.separator.clone()],
+            &data[last.separator.clone()],
+        );
+        let prefix = first[..keycmp::common_prefix(first, last)].to_vec();
+        let words = entries
+            .iter()
+            .map(|e| word_after(&data[e.separator.clone()], prefix.len()))
+            .collect();
+        SearchWords { prefix, words }
+    }
+
+    fn place(&self, key: &[u8]) -> Placed {
+        match key.get(..self.prefix.len()) {
+            Some(head) if head == &self.prefix[..] => Placed::Word(word_after(key, head.len())),
+            // Differs within the prefix (or is a shorter prefix of it): the first
+            // difference orders the key against every separator at once.
+            _ if keycmp::less(key, &self.prefix) => Placed::Below,
+            _ => Placed::Above,
+        }
+    }
+}
+
+/// The 8 bytes of `s` after its first `skip`, zero-padded, as a big-endian word.
+#[inline]
+fn word_after(s: &[u8], skip: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let tail = s.get(skip..).unwrap_or_default();
+    let n = tail.len().min(8);
+    w[..n].copy_from_slice(&tail[..n]);
+    u64::from_be_bytes(w)
 }
 
 impl IndexBlock {
@@ -165,7 +239,29 @@ impl IndexBlock {
                 body.len() - pos
             )));
         }
-        Ok(IndexBlock { data, entries })
+        let words = SearchWords::new(&data, &entries);
+        Ok(IndexBlock {
+            data,
+            entries,
+            words,
+        })
+    }
+
+    /// The first position in `0..len()` whose separator `s` fails `before(s)`, where
+    /// `before` holds for a prefix of the separators: all with a word below `key`'s,
+    /// none with a word above it.
+    #[inline]
+    fn search(&self, key: &[u8], before: impl Fn(&[u8]) -> bool) -> usize {
+        let word = match self.words.place(key) {
+            Placed::Below => return 0,
+            Placed::Above => return self.entries.len(),
+            Placed::Word(w) => w,
+        };
+        let words = &self.words.words;
+        let lo = words.partition_point(|&w| w < word);
+        let equal = words[lo..].partition_point(|&w| w == word);
+        lo + self.entries[lo..lo + equal]
+            .partition_point(|e| before(&self.data[e.separator.clone()]))
     }
 
     /// Number of data blocks.
@@ -176,16 +272,14 @@ impl IndexBlock {
     /// The position of the first block whose separator is `>= key` (== `len()` if none).
     #[inline]
     pub(crate) fn find(&self, key: &[u8]) -> usize {
-        self.entries
-            .partition_point(|e| &self.data[e.separator.clone()] < key)
+        self.search(key, |s| keycmp::less(s, key))
     }
 
     /// The position of the first block whose separator is `> key` (== `len()` if none):
     /// every block after it holds only keys above `key`.
     #[inline]
     pub(crate) fn upper(&self, key: &[u8]) -> usize {
-        self.entries
-            .partition_point(|e| &self.data[e.separator.clone()] <= key)
+        self.search(key, |s| !keycmp::less(key, s))
     }
 
     /// The handle of block `i`.
@@ -201,7 +295,10 @@ impl IndexBlock {
 
     /// Heap bytes held.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.data.capacity() + self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+        self.data.capacity()
+            + self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+            + self.words.prefix.capacity()
+            + self.words.words.capacity() * std::mem::size_of::<u64>()
     }
 }
 
@@ -305,5 +402,47 @@ mod tests {
         b.add(b"c", handle(0, 10));
         b.add(b"d", handle(12, 10));
         assert!(IndexBlock::decode(b.finish(), 100, true).is_err()); // overlap
+    }
+
+    proptest::proptest! {
+        /// The word search answers exactly what a plain binary search over the
+        /// separators does: separators with long shared prefixes, repeats (format 2),
+        /// keys below, above, inside the prefix and between separators.
+        #[test]
+        fn the_word_search_agrees_with_a_plain_search(
+            mut seps in proptest::collection::vec(
+                proptest::collection::vec(proptest::prop_oneof![
+                    proptest::strategy::Just(0u8), proptest::strategy::Just(1), proptest::strategy::Just(0xff)
+                ], 0..14),
+                1..40,
+            ),
+            shared in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12),
+            keys in proptest::collection::vec(
+                (proptest::prelude::any::<bool>(), proptest::collection::vec(
+                    proptest::prop_oneof![proptest::strategy::Just(0u8), proptest::strategy::Just(1), proptest::strategy::Just(2), proptest::strategy::Just(0xff)], 0..22)),
+                1..30,
+            ),
+        ) {
+            for s in &mut seps {
+                s.splice(0..0, shared.iter().copied());
+            }
+            seps.sort();
+            let mut b = IndexBuilder::default();
+            for (i, sep) in seps.iter().enumerate() {
+                b.add(sep, handle(i as u64 * 10, 5));
+            }
+            let index = IndexBlock::decode(b.finish(), seps.len() as u64 * 10, true).unwrap();
+            for (with_prefix, tail) in keys {
+                let key: Vec<u8> = if with_prefix {
+                    shared.iter().chain(&tail).copied().collect()
+                } else {
+                    tail
+                };
+                let find = seps.partition_point(|s| s[..] < key[..]);
+                let upper = seps.partition_point(|s| s[..] <= key[..]);
+                proptest::prop_assert_eq!(index.find(&key), find, "{:?}", key);
+                proptest::prop_assert_eq!(index.upper(&key), upper, "{:?}", key);
+            }
+        }
     }
 }

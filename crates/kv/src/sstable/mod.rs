@@ -95,6 +95,7 @@ pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
+pub(crate) use reader::Hit;
 pub use reader::{FilterState, RangeFilterState, Table};
 pub use verify::{check_file, BlockProblem};
 

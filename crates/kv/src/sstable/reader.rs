@@ -40,9 +40,10 @@ use super::verify::{self, BlockProblem};
 use super::{BlockKind, Malformed};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
+use crate::keycmp;
 use crate::memtable::READ_LATEST;
 use crate::stats::{self, Counters, ReadTally};
-use crate::types::{Entry, SeqNo};
+use crate::types::{Entry, SeqNo, ValueKind};
 
 /// Whether a table's lookups consult a filter, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +67,15 @@ pub enum RangeFilterState {
     NotWritten,
     /// The range filter block failed to validate; scans read the table.
     Corrupt(String),
+}
+
+/// What a table's get found for a key the caller holds: the version's sequence number,
+/// kind and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hit {
+    pub(crate) seq: SeqNo,
+    pub(crate) kind: ValueKind,
+    pub(crate) value: Bytes,
 }
 
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.
@@ -273,7 +283,7 @@ impl Table {
     #[inline]
     pub fn covers(&self, key: &[u8]) -> bool {
         let p = &self.inner.properties;
-        &p.smallest[..] <= key && key <= &p.largest[..]
+        !keycmp::less(key, &p.smallest) && !keycmp::less(&p.largest, key)
     }
 
     /// Starts loading the filter memory a lookup of `hash` will read (no-op without a
@@ -339,6 +349,25 @@ impl Table {
         read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Entry>> {
+        Ok(self
+            .probe_hit_at(key, hash, read_seq, tally)?
+            .map(|hit| Entry {
+                key: Bytes::copy_from_slice(key),
+                seq: hit.seq,
+                kind: hit.kind,
+                value: hit.value,
+            }))
+    }
+
+    /// [`probe_covered_at`](Self::probe_covered_at) without a copy of the key, for the
+    /// store's get, which knows it already.
+    pub(crate) fn probe_hit_at(
+        &self,
+        key: &[u8],
+        hash: KeyHash,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
         let t = &*self.inner;
         tally.table_probes += 1;
         let filter_said_maybe = match &t.filter {
@@ -382,8 +411,7 @@ impl Table {
         if filter_said_maybe {
             tally.filter_true_positives += 1;
         }
-        Ok(Some(Entry {
-            key: Bytes::copy_from_slice(key),
+        Ok(Some(Hit {
             seq: found.seq,
             kind: found.kind,
             // Copied: a returned value must not pin the whole block in memory.
