@@ -1,0 +1,103 @@
+//! bloomkv and fjall side by side with their block caches already full: what a get
+//! costs when no read reaches a file.
+//!
+//! Both stores get the flat shape (`KEYS` keys in 10 tables, 10 bits/key Bloom
+//! filters, no compression) and a block cache of `CACHE` MiB each; two passes over
+//! every key warm both. Then `ROUNDS` rounds alternate the stores, each round timing
+//! 400,000 present and 400,000 absent gets in random order, and the medians are
+//! printed with bloomkv's time as a share of fjall's. Alternating in one process keeps
+//! the machine's drift out of the ratio.
+//!
+//! ```text
+//! cargo run --release -p bloomkv-peers --example warm_gets -- [KEYS] [ROUNDS] [CACHE]
+//! ```
+
+use std::time::Instant;
+
+use bloomkv::bench::{
+    key, load, BenchError, BenchStore, BloomkvStore, FilterSetting, NoProgress, Workload,
+};
+use bloomkv_peers::{CacheSize, FjallFilter, FjallStore, Layout};
+
+const GETS: usize = 400_000;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Nanoseconds per get over `keys`, each expected to be found or not as `want` says.
+fn timed(store: &dyn BenchStore, keys: &[[u8; 19]], want: bool) -> Result<f64, BenchError> {
+    let started = Instant::now();
+    for k in keys {
+        if store.get(k)? != want {
+            return Err(format!("{}: get {k:?} should give found = {want}", store.label()).into());
+        }
+    }
+    Ok(started.elapsed().as_nanos() as f64 / keys.len() as f64)
+}
+
+fn main() -> Result<(), BenchError> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize, default: u64| -> Result<u64, BenchError> {
+        args.get(i)
+            .map_or(Ok(default), |a| a.parse())
+            .map_err(|e| format!("argument {}: {e}", i + 1).into())
+    };
+    let (keys, rounds, cache_mib) = (arg(0, 1_000_000)?, arg(1, 5)?, arg(2, 512)? as usize);
+    let w = Workload {
+        keys,
+        ..Workload::default()
+    };
+    let dir = tempfile::tempdir()?;
+    let mut bloomkv = BloomkvStore::create_with_cache(
+        dir.path().join("bloomkv"),
+        FilterSetting::CacheLocal,
+        10.0,
+        cache_mib << 20,
+    )?;
+    load(&mut bloomkv, &w, &NoProgress)?;
+    let mut fjall = FjallStore::create(
+        "fjall",
+        dir.path().join("fjall"),
+        FjallFilter::BitsPerKey(10.0),
+        CacheSize::Bytes(cache_mib << 20),
+        Layout::Flat,
+    )?;
+    load(&mut fjall, &w, &NoProgress)?;
+    let stores: [&dyn BenchStore; 2] = [&bloomkv, &fjall];
+
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % keys
+    };
+    let present: Vec<_> = (0..GETS).map(|_| key(2 * next())).collect();
+    let absent: Vec<_> = (0..GETS).map(|_| key(2 * next() + 1)).collect();
+    let everything: Vec<_> = (0..keys).map(|i| key(2 * i)).collect();
+    for store in stores {
+        for _ in 0..2 {
+            timed(store, &everything, true)?;
+        }
+    }
+
+    // [store][present, absent] -> one time per round
+    let mut times = [[vec![], vec![]], [vec![], vec![]]];
+    for _ in 0..rounds {
+        for (store, t) in stores.iter().zip(&mut times) {
+            t[0].push(timed(*store, &present, true)?);
+            t[1].push(timed(*store, &absent, false)?);
+        }
+    }
+    println!("{keys} keys, {cache_mib} MiB block caches, {rounds} alternating rounds (medians)");
+    for (phase, i) in [("present", 0), ("absent", 1)] {
+        let (b, f) = (median(times[0][i].clone()), median(times[1][i].clone()));
+        println!(
+            "{phase:8} bloomkv {b:>6.0} ns   fjall {f:>6.0} ns   bloomkv/fjall {:.2}",
+            b / f
+        );
+    }
+    Ok(())
+}
