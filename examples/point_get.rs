@@ -18,7 +18,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use bloomkv::bench::{key, load, BloomkvStore, NoProgress, Workload};
+use bloomkv::bench::{key, load, lookup_keys, BloomkvStore, NoProgress, Phase, Workload};
 use bloomkv::kv::{Db, Options};
 
 const GETS: usize = 400_000;
@@ -44,25 +44,21 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         memtable_size: 1 << 30,
         ..Options::default()
     };
+    // The benchmark's own workload: its load order and its lookup keys (random,
+    // present ones even, absent ones odd).
+    let w = Workload {
+        keys,
+        lookups: GETS as u64,
+        ..Workload::default()
+    };
     if !dir.exists() {
-        let w = Workload {
-            keys,
-            ..Workload::default()
-        };
         let mut store = BloomkvStore::with_options("point_get", dir.clone(), options.clone())?;
         load(&mut store, &w, &NoProgress)?;
     }
     let db = Db::open(&dir, options)?;
 
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % keys
-    };
-    let present: Vec<_> = (0..GETS).map(|_| key(2 * next())).collect();
-    let absent: Vec<_> = (0..GETS).map(|_| key(2 * next() + 1)).collect();
+    let present = lookup_keys(&w, Phase::Present);
+    let absent = lookup_keys(&w, Phase::Absent);
     for _ in 0..2 {
         for i in 0..keys {
             std::hint::black_box(db.get(key(2 * i))?);

@@ -14,7 +14,7 @@
 
 use std::time::Instant;
 
-use bloomkv::bench::{key, load, BloomkvStore, FilterSetting, NoProgress, Workload};
+use bloomkv::bench::{load, lookup_keys, BloomkvStore, FilterSetting, NoProgress, Phase, Workload};
 use bloomkv::kv::Db;
 
 /// CPU nanoseconds this thread has run (Linux), or 0 where unknown.
@@ -78,15 +78,9 @@ fn main() {
     .unwrap();
     load(&mut store, &w, &NoProgress).unwrap();
     let db = store.db().unwrap();
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % keys_n
-    };
-    let absent: Vec<_> = (0..gets).map(|_| key(2 * next() + 1)).collect();
-    let present: Vec<_> = (0..gets).map(|_| key(2 * next())).collect();
+    let lookups = Workload { lookups: gets, ..w };
+    let absent = lookup_keys(&lookups, Phase::Absent);
+    let present = lookup_keys(&lookups, Phase::Present);
     for (name, keys) in [("absent", &absent), ("present", &present)] {
         let (mut t1, mut t2, mut c1, mut c2) = (vec![], vec![], vec![], vec![]);
         for _ in 0..rounds {

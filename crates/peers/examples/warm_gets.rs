@@ -15,7 +15,8 @@
 use std::time::Instant;
 
 use bloomkv::bench::{
-    key, load, BenchError, BenchStore, BloomkvStore, FilterSetting, NoProgress, Workload,
+    key, load, lookup_keys, BenchError, BenchStore, BloomkvStore, FilterSetting, NoProgress, Phase,
+    Workload,
 };
 use bloomkv_peers::{CacheSize, FjallFilter, FjallStore, Layout};
 
@@ -67,15 +68,12 @@ fn main() -> Result<(), BenchError> {
     load(&mut fjall, &w, &NoProgress)?;
     let stores: [&dyn BenchStore; 2] = [&bloomkv, &fjall];
 
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state % keys
+    let lookups = Workload {
+        lookups: GETS as u64,
+        ..w
     };
-    let present: Vec<_> = (0..GETS).map(|_| key(2 * next())).collect();
-    let absent: Vec<_> = (0..GETS).map(|_| key(2 * next() + 1)).collect();
+    let present = lookup_keys(&lookups, Phase::Present);
+    let absent = lookup_keys(&lookups, Phase::Absent);
     let everything: Vec<_> = (0..keys).map(|i| key(2 * i)).collect();
     for store in stores {
         for _ in 0..2 {
