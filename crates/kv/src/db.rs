@@ -401,7 +401,9 @@ impl Db {
 
     /// Sets `key` to `value`.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
-        let mut batch = WriteBatch::new();
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut batch =
+            WriteBatch::with_capacity(write_batch::PUT_OVERHEAD + key.len() + value.len());
         batch.put(key, value);
         self.write(batch)
     }

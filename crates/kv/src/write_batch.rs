@@ -41,6 +41,10 @@ use crate::types::{Entry, SeqNo, ValueKind};
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
 pub const HEADER_LEN: usize = 12;
 
+/// Bytes a put adds besides its key and value: the kind byte and two length varints
+/// (at most ten bytes each).
+pub(crate) const PUT_OVERHEAD: usize = 21;
+
 /// The fewest bytes one op can take: a kind byte and a one-byte key length.
 const MIN_OP_LEN: usize = 2;
 
@@ -86,9 +90,24 @@ impl WriteBatch {
         }
     }
 
+    /// An empty batch with room for `bytes` of encoded operations: a put takes its
+    /// key and value plus at most 21 bytes ([`WriteBatch::put`] grows it otherwise).
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(HEADER_LEN.saturating_add(bytes));
+        rep.resize(HEADER_LEN, 0);
+        WriteBatch {
+            rep,
+            count: 0,
+            longest_key: 0,
+            longest_value: 0,
+        }
+    }
+
     /// Adds "set `key` to `value`".
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
         let (key, value) = (key.as_ref(), value.as_ref());
+        // One growth for the whole operation, not one per field.
+        self.rep.reserve(PUT_OVERHEAD + key.len() + value.len());
         self.rep.push(ValueKind::Put as u8);
         put_varint(&mut self.rep, key.len() as u64);
         self.rep.extend_from_slice(key);
@@ -353,6 +372,24 @@ mod tests {
 
     fn path() -> &'static Path {
         Path::new("000001.wal")
+    }
+
+    #[test]
+    fn a_batch_made_with_room_encodes_like_any_other() {
+        let (key, value) = (b"key".as_slice(), vec![7u8; 300]);
+        let mut roomy = WriteBatch::with_capacity(21 + key.len() + value.len());
+        let mut plain = WriteBatch::new();
+        for b in [&mut roomy, &mut plain] {
+            b.put(key, &value);
+            b.delete(b"gone");
+        }
+        assert_eq!(roomy.encode(5).unwrap(), plain.encode(5).unwrap());
+        assert_eq!(roomy.len(), 2);
+        // The room asked for covers the put: it did not grow past its first allocation.
+        let mut exact = WriteBatch::with_capacity(21 + key.len() + value.len());
+        let before = exact.rep.capacity();
+        exact.put(key, &value);
+        assert_eq!(exact.rep.capacity(), before);
     }
 
     fn assert_corrupt(payload: &[u8]) -> String {
