@@ -71,7 +71,7 @@ impl IndexBuilder {
 /// first byte of `last` after `i` that can be raised, raised, ends the separator
 /// (`"apple"`/`"banana"` → `"aq"`).
 pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
-    let i = crate::keycmp::common_prefix(last, next);
+    let i = keycmp::common_prefix(last, next);
     if let (Some(&a), Some(&b)) = (last.get(i), next.get(i)) {
         if a < 0xff && a + 1 < b {
             let mut sep = last[..i].to_vec();
