@@ -22,6 +22,7 @@
 use std::fmt::Write as _;
 
 use super::leveled::LeveledRow;
+use super::range::{RangeRow, RANGE_LENGTHS};
 use super::{Phase, Row, SweepPoint};
 
 /// The smallest panel width; a panel with many bars grows.
@@ -809,6 +810,53 @@ fn leveled_panels(rows: &[LeveledRow]) -> Vec<(Panel, bool)> {
     vec![(bits, false), (fp, false), (reads, false), (time, false)]
 }
 
+/// The range scans: block reads per empty scan (log scale) by range length, one bar
+/// per store.
+pub fn render_range_svg(rows: &[RangeRow]) -> String {
+    figure(
+        "bloomkv range scans over 10 overlapping tables",
+        &[(range_panel(rows), false)],
+    )
+}
+
+fn range_panel(rows: &[RangeRow]) -> Panel {
+    let mut stores: Vec<&str> = Vec::new();
+    for r in rows {
+        if !stores.contains(&r.filter.as_str()) {
+            stores.push(&r.filter);
+        }
+    }
+    let labels: Vec<String> = RANGE_LENGTHS
+        .iter()
+        .map(|&l| format!("{l} {}", if l == 1 { "id" } else { "ids" }))
+        .collect();
+    let series: Vec<(&str, &'static str, Vec<f64>)> = stores
+        .iter()
+        .enumerate()
+        .map(|(i, store)| {
+            let values = RANGE_LENGTHS
+                .iter()
+                .map(|len| {
+                    rows.iter()
+                        .find(|r| r.filter == *store && r.range_len == *len && r.phase == "empty")
+                        .map_or(f64::NAN, |r| r.reads_per_scan)
+                })
+                .collect();
+            (*store, COLORS[i % COLORS.len()], values)
+        })
+        .collect();
+    let mut panel = Panel::new(
+        "Block reads per empty range scan",
+        "ids per range, over 10 overlapping tables",
+        "reads per scan (log)",
+        (0.0, 1.0),
+        (1e-4, 1.0),
+        true,
+    );
+    panel.bars(&labels, &series);
+    panel
+}
+
 /// FP and reads per lookup against bits per key; FP and time against probes.
 pub fn render_sweep_svg(bits: &[SweepPoint], probes: &[SweepPoint]) -> String {
     figure("bloomkv filter sweeps", &sweep_panels(bits, probes))
@@ -1028,6 +1076,33 @@ mod tests {
             })
             .collect();
         assert_no_collisions(&leveled_panels(&rows));
+    }
+
+    #[test]
+    fn range_chart_labels_never_collide() {
+        let mut rows = Vec::new();
+        for (filter, reads) in [("none", 10.06), ("prefix-8", 0.94), ("grafite", 0.0004)] {
+            for &len in RANGE_LENGTHS.iter() {
+                rows.push(RangeRow {
+                    filter: filter.into(),
+                    phase: "empty",
+                    range_len: len,
+                    scans: 10_000,
+                    keys_found: 0,
+                    data_block_reads: 1234,
+                    reads_per_scan: reads * len as f64,
+                    filter_checks: 100_000,
+                    tables_skipped: 99_000,
+                    observed_fp: Some(0.001),
+                    fp_bound: Some(0.002),
+                    ns_per_scan: 12_345.6,
+                    filter_bits_per_key: 16.0,
+                });
+            }
+        }
+        let panel = range_panel(&rows);
+        assert_eq!(panel.categories.len(), RANGE_LENGTHS.len());
+        assert_no_collisions(&[(panel, false)]);
     }
 
     #[test]

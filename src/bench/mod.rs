@@ -38,14 +38,14 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-pub use chart::{render_leveled_svg, render_savings_svg, render_sweep_svg};
+pub use chart::{render_leveled_svg, render_range_svg, render_savings_svg, render_sweep_svg};
 pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow};
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
 pub use range::{
-    print_range_table, render_range_svg, run_range_phases, time_range_filter, RangeFilterTimes,
-    RangeRow, RANGE_LENGTHS,
+    print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
+    RANGE_LENGTHS,
 };
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{
