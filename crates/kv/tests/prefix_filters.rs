@@ -6,6 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bloomkv_kv::{Db, DbStats, FixedPrefix, Options, PrefixExtractor};
+
+mod common;
+use common::collect;
 use proptest::prelude::*;
 
 fn options(prefix: Option<usize>) -> Options {
@@ -14,14 +17,6 @@ fn options(prefix: Option<usize>) -> Options {
         prefix_extractor: prefix.map(|n| Arc::new(FixedPrefix::new(n)) as Arc<dyn PrefixExtractor>),
         ..Options::default()
     }
-}
-
-fn collect(scan: bloomkv_kv::ScanIter) -> Vec<(Vec<u8>, Vec<u8>)> {
-    scan.map(|kv| {
-        let (k, v) = kv.unwrap();
-        (k.to_vec(), v.to_vec())
-    })
-    .collect()
 }
 
 fn with_prefix(model: &BTreeMap<Vec<u8>, Vec<u8>>, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -97,7 +92,7 @@ fn absent_prefixes_skip_every_table_and_present_ones_skip_none_that_hold_them() 
         let got = collect(db.scan_prefix(&prefix));
         assert_eq!(got, with_prefix(&model, prefix.as_bytes()));
         assert_eq!(got.len(), 2);
-        let mut back = collect_rev(db.scan_prefix(&prefix));
+        let mut back = collect(db.scan_prefix(&prefix).rev());
         back.reverse();
         assert_eq!(back, got);
     }
@@ -113,20 +108,6 @@ fn absent_prefixes_skip_every_table_and_present_ones_skip_none_that_hold_them() 
     let before = db.stats();
     assert_eq!(collect(db.scan_prefix("u0001")).len(), 10); // u00010 .. u00018
     assert_eq!(delta(&db.stats(), &before).0, 0);
-}
-
-fn collect_rev(scan: bloomkv_kv::ScanIter) -> Vec<(Vec<u8>, Vec<u8>)> {
-    collect_iter(scan.rev())
-}
-
-fn collect_iter(
-    scan: impl Iterator<Item = bloomkv_kv::Result<(bytes::Bytes, bytes::Bytes)>>,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
-    scan.map(|kv| {
-        let (k, v) = kv.unwrap();
-        (k.to_vec(), v.to_vec())
-    })
-    .collect()
 }
 
 #[test]
@@ -226,7 +207,7 @@ proptest! {
         for probe in &probes {
             let want = with_prefix(&model, probe);
             prop_assert_eq!(&collect(snap.scan_prefix(probe)), &want);
-            let mut back = collect_rev(snap.scan_prefix(probe));
+            let mut back = collect(snap.scan_prefix(probe).rev());
             back.reverse();
             prop_assert_eq!(&back, &want);
         }

@@ -17,6 +17,9 @@ use bloomkv_kv::{Counters, Db, DbStats, Options, RangeFilterOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+mod common;
+use common::collect;
+
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options(range: bool) -> Options {
@@ -33,16 +36,6 @@ fn key(id: u64) -> Vec<u8> {
     let mut k = b"r".to_vec();
     k.extend_from_slice(&id.to_be_bytes());
     k
-}
-
-fn collect(
-    scan: impl Iterator<Item = bloomkv_kv::Result<(bytes::Bytes, bytes::Bytes)>>,
-) -> Vec<(Vec<u8>, Vec<u8>)> {
-    scan.map(|kv| {
-        let (k, v) = kv.unwrap();
-        (k.to_vec(), v.to_vec())
-    })
-    .collect()
 }
 
 fn want(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
