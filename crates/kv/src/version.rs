@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bloomkv_filter::KeyHash;
 
 use crate::error::Result;
+use crate::keycmp;
 use crate::options::NUM_LEVELS;
 use crate::sstable::Hit;
 use crate::sstable::Table;
@@ -114,8 +115,10 @@ impl Version {
             }
         }
         for (n, level) in self.levels.iter().enumerate().skip(1) {
-            let i = level.partition_point(|h| h.largest() < key);
-            if let Some(handle) = level.get(i).filter(|h| h.table.covers(key)) {
+            // The first table whose largest key is not below `key`; it holds the key
+            // only if its smallest is not above it.
+            let i = level.partition_point(|h| keycmp::less(h.largest(), key));
+            if let Some(handle) = level.get(i).filter(|h| !keycmp::less(key, h.smallest())) {
                 let mark = tally.mark();
                 let found = handle.table.probe_hit_at(key, hash, read_seq, tally)?;
                 tally.close_level(n, mark);
