@@ -944,6 +944,7 @@ impl Inner {
             .build_table(number, 0, (&[], mem.len() as u64), versions)?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
+        add(&self.counters.flush_bytes_written, table_bytes(&added));
         let version = view.version.apply(&[], added);
         // The oldest WAL still needed backs the next frozen memtable, or the live one.
         let live_wal = view.imm.get(1).map(|(_, w)| *w).unwrap_or(view.mem_wal);
@@ -1109,6 +1110,12 @@ impl Inner {
         // during the merge, and the oldest WAL still needed is read now: a flush may
         // have retired one since the merge began, and the manifest must never name an
         // older log again.
+        bump(&self.counters.compactions);
+        add(
+            &self.counters.compaction_bytes_read,
+            inputs.iter().map(|h| h.table.file_size()).sum(),
+        );
+        add(&self.counters.compaction_bytes_written, table_bytes(&added));
         let current = self.current();
         let next = current.version.apply(&removed, added);
         self.install(maint, next, current.mem_wal_min(), |current| {
@@ -1257,6 +1264,11 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
 }
 
 /// The text of a caught panic's payload.
+/// Bytes of the tables a flush or compaction added.
+fn table_bytes(added: &[(usize, Arc<TableHandle>)]) -> u64 {
+    added.iter().map(|(_, h)| h.table.file_size()).sum()
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()

@@ -64,6 +64,14 @@ pub struct Counters {
     pub write_stall_micros: AtomicU64,
     /// WAL bytes the last open did not replay (see `RecoveryReport`).
     pub wal_tail_bytes_dropped: AtomicU64,
+    /// Bytes of L0 tables written by memtable flushes.
+    pub flush_bytes_written: AtomicU64,
+    /// Compactions finished.
+    pub compactions: AtomicU64,
+    /// Bytes of input tables compactions merged.
+    pub compaction_bytes_read: AtomicU64,
+    /// Bytes of tables compactions wrote.
+    pub compaction_bytes_written: AtomicU64,
 }
 
 /// One thread's share of the read path's counters, alone on its cache lines.
@@ -336,6 +344,16 @@ pub struct DbStats {
     pub block_cache_misses: u64,
     /// Bytes the block cache holds now (within `Options::block_cache_size`).
     pub block_cache_bytes: u64,
+    /// Bytes of L0 tables written by memtable flushes (RocksDB's `FLUSH_WRITE_BYTES`).
+    pub flush_bytes_written: u64,
+    /// Compactions finished.
+    pub compactions: u64,
+    /// Bytes of input tables compactions merged (`COMPACT_READ_BYTES`).
+    pub compaction_bytes_read: u64,
+    /// Bytes of tables compactions wrote (`COMPACT_WRITE_BYTES`). With
+    /// `flush_bytes_written` it gives the write amplification: table bytes written per
+    /// byte flushed.
+    pub compaction_bytes_written: u64,
 }
 
 impl DbStats {
@@ -427,6 +445,10 @@ impl Counters {
             block_cache_hits: self.sum(|s| &s.block_cache_hits),
             block_cache_misses: self.sum(|s| &s.block_cache_misses),
             block_cache_bytes: 0,
+            flush_bytes_written: get(&self.flush_bytes_written),
+            compactions: get(&self.compactions),
+            compaction_bytes_read: get(&self.compaction_bytes_read),
+            compaction_bytes_written: get(&self.compaction_bytes_written),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Writes under sustained load: L0 stays bounded by the stop trigger, open files by
 //! `max_open_files`, every key stays readable, and a panic in background work reaches
-//! writers as an error.
+//! writers as an error. The bytes flushes and compactions write are counted exactly.
 //!
 //! `BLOOMKV_FILL_SECS` sets how long the fill runs (default 3 s). The figures in the
 //! README come from `BLOOMKV_FILL_SECS=20 cargo test --release -p bloomkv-kv --test
@@ -182,9 +182,11 @@ fn fill(options: Options, value_size: usize, secs: u64) {
 
     latencies.sort();
     let stats = db.stats();
+    let flushed = stats.flush_bytes_written;
     println!(
         "{n} puts of {value_size} B in {secs} s; put latency p50 {:?} p99 {:?} max {:?}; \
-         max L0 {max_l0}; tables per level {:?}; stalls {} ({} µs); max open table files {}",
+         max L0 {max_l0}; tables per level {:?}; stalls {} ({} µs); max open table files {}; \
+         {} compactions, write amplification {:.1} (table bytes written per byte flushed)",
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
         latencies.last().unwrap(),
@@ -192,6 +194,8 @@ fn fill(options: Options, value_size: usize, secs: u64) {
         stats.write_stalls,
         stats.write_stall_micros,
         fs.max_open.load(Ordering::SeqCst),
+        stats.compactions,
+        (flushed + stats.compaction_bytes_written) as f64 / flushed.max(1) as f64,
     );
     assert!(n > 2_000, "only {n} puts: the fill did not run");
     assert!(stats.data_block_reads > 0);
@@ -230,6 +234,51 @@ fn fill(options: Options, value_size: usize, secs: u64) {
         assert_eq!(db.get(key).unwrap().as_deref(), Some(value.as_bytes()));
     }
     assert!(db.stats().open_table_files <= MAX_OPEN as u64);
+}
+
+/// Every table byte a flush or compaction writes is counted once, and a compaction
+/// counts the bytes of exactly the tables it merged.
+#[test]
+fn flush_and_compaction_bytes_are_counted_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            disable_auto_compaction: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let live_bytes = |db: &Db| db.table_infos().iter().map(|t| t.file_size).sum::<u64>();
+    for round in 0..3 {
+        for i in 0..2_000 {
+            db.put(format!("key{i:06}"), format!("round {round} value {i}"))
+                .unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let flushed = live_bytes(&db);
+    let stats = db.stats();
+    assert_eq!(db.table_infos().len(), 3);
+    assert_eq!(stats.flush_bytes_written, flushed);
+    assert_eq!(
+        (
+            stats.compactions,
+            stats.compaction_bytes_read,
+            stats.compaction_bytes_written
+        ),
+        (0, 0, 0)
+    );
+
+    db.compact().unwrap();
+    let compacted = live_bytes(&db);
+    let stats = db.stats();
+    assert_eq!(stats.compactions, 1);
+    assert_eq!(stats.compaction_bytes_read, flushed);
+    assert_eq!(stats.compaction_bytes_written, compacted);
+    assert_eq!(stats.flush_bytes_written, flushed);
+    // Three rounds over the same keys merge into one round's worth.
+    assert!(compacted < flushed / 2, "{compacted} of {flushed} bytes");
 }
 
 #[test]
