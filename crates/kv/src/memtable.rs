@@ -26,7 +26,7 @@
 //! replace-in-place map does, opens exactly that window).
 //!
 //! ```text
-//! SkipMap<Bytes, Slot>            ordered by user key (bytewise)
+//! SkipMap<MemKey, Slot>           ordered by user key (bytewise)
 //!   "apple"  -> seq 12 Put "red"  -> seq 7 Put "green"
 //!   "banana" -> seq 15 Delete     -> seq 2 Put "yellow"     tombstone on top
 //!   "cherry" -> seq  3 Put "dark"
@@ -38,13 +38,24 @@
 //! the memtable is dropped; a flush writes the versions that the newest reads or a live
 //! snapshot can still see ([`Memtable::versions`] and `retain.rs`).
 //!
+//! # Short keys live in the node
+//!
+//! An insert compares its key with about `2·log2(n)` nodes' keys on its way down, and
+//! in a memtable of a few hundred thousand keys nearly every node it meets is a cache
+//! miss. A key held as `Bytes` points elsewhere, so each comparison would wait for a
+//! second miss, the key's bytes. Keys of up to [`INLINE_KEY`] bytes are therefore
+//! copied into the node itself ([`MemKey`]) and compared eight bytes at a time
+//! (`keycmp`); longer keys stay shared with the write's buffer.
+//!
 //! [`Memtable::approximate_size`] grows with every write, including overwrites: every
 //! version is kept, and the WAL grows with every write too, so a memtable under
 //! constant overwrites of a few keys still fills up, gets flushed, and lets its log be
 //! retired. A version with a sequence number the key already holds is ignored, so
 //! replaying a log twice changes nothing.
 
+use std::borrow::Borrow;
 use std::collections::VecDeque;
+use std::fmt;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -53,6 +64,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use crossbeam_skiplist::{map, SkipMap};
 
+use crate::keycmp;
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// Bytes charged per write on top of key and value: roughly a skip-list node or a
@@ -64,6 +76,81 @@ const RANGE_BATCH: usize = 128;
 
 /// The newest sequence number: reads at it see every applied write.
 pub const READ_LATEST: SeqNo = SeqNo::MAX;
+
+/// The longest key kept inside its skip-list node (a [`MemKey`] is then no larger
+/// than the `Bytes` it replaces plus its tag).
+pub const INLINE_KEY: usize = 38;
+
+/// A memtable key: its bytes in the node when short, else a shared handle. Ordered
+/// bytewise, exactly as `[u8]` is (lookups borrow it as a `[u8]`).
+#[derive(Clone)]
+enum MemKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Shared(Bytes),
+}
+
+impl MemKey {
+    fn new(key: Bytes) -> MemKey {
+        if key.len() > INLINE_KEY {
+            return MemKey::Shared(key);
+        }
+        let mut bytes = [0u8; INLINE_KEY];
+        bytes[..key.len()].copy_from_slice(&key);
+        MemKey::Inline {
+            len: key.len() as u8,
+            bytes,
+        }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            MemKey::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            MemKey::Shared(b) => b,
+        }
+    }
+
+    /// The key as `Bytes` (a copy for an inline key).
+    fn to_bytes(&self) -> Bytes {
+        match self {
+            MemKey::Inline { .. } => Bytes::copy_from_slice(self.as_slice()),
+            MemKey::Shared(b) => b.clone(),
+        }
+    }
+}
+
+impl Borrow<[u8]> for MemKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for MemKey {
+    fn eq(&self, other: &MemKey) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for MemKey {}
+
+impl PartialOrd for MemKey {
+    fn partial_cmp(&self, other: &MemKey) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MemKey {
+    #[inline]
+    fn cmp(&self, other: &MemKey) -> std::cmp::Ordering {
+        keycmp::compare(self.as_slice(), other.as_slice())
+    }
+}
+
+impl fmt::Debug for MemKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.as_slice())
+    }
+}
 
 /// One version of a key and the older version it replaced.
 #[derive(Debug)]
@@ -148,7 +235,7 @@ struct Slot {
 /// ```
 #[derive(Debug, Default)]
 pub struct Memtable {
-    map: SkipMap<Bytes, Slot>,
+    map: SkipMap<MemKey, Slot>,
     size: AtomicUsize,
     max_seq: AtomicU64,
     /// Set (release) once the first write is completely applied; read (acquire) by the
@@ -179,7 +266,7 @@ impl Memtable {
             older: None,
         };
         let mut accepted = false;
-        let entry = self.map.get_or_insert_with(key, || {
+        let entry = self.map.get_or_insert_with(MemKey::new(key), || {
             accepted = true;
             Slot {
                 newest: ArcSwap::from_pointee(new.shallow()),
@@ -245,7 +332,7 @@ impl Memtable {
     /// a flush chooses from (the order a table stores them in).
     pub fn versions(&self) -> impl Iterator<Item = Entry> + '_ {
         self.map.iter().flat_map(|e| {
-            let key = e.key().clone();
+            let key = e.key().to_bytes();
             let mut next = Some(e.value().newest.load_full());
             std::iter::from_fn(move || {
                 let v = next.take()?;
@@ -320,11 +407,11 @@ impl Memtable {
     }
 }
 
-fn visible_entry(entry: &map::Entry<'_, Bytes, Slot>, read_seq: SeqNo) -> Option<Entry> {
+fn visible_entry(entry: &map::Entry<'_, MemKey, Slot>, read_seq: SeqNo) -> Option<Entry> {
     let head = entry.value().newest.load();
     let v = head.visible_at(read_seq)?;
     Some(Entry {
-        key: entry.key().clone(),
+        key: entry.key().to_bytes(),
         seq: v.seq,
         kind: v.kind,
         value: v.value.clone(),
@@ -367,8 +454,12 @@ impl OwnedRange {
             }
         }
         match last_key {
-            Some(last) if seen == RANGE_BATCH && self.reverse => self.end = Bound::Excluded(last),
-            Some(last) if seen == RANGE_BATCH => self.next_start = Bound::Excluded(last),
+            Some(last) if seen == RANGE_BATCH && self.reverse => {
+                self.end = Bound::Excluded(last.to_bytes());
+            }
+            Some(last) if seen == RANGE_BATCH => {
+                self.next_start = Bound::Excluded(last.to_bytes());
+            }
             _ => self.exhausted = true,
         }
     }
@@ -397,6 +488,8 @@ impl Iterator for OwnedRange {
 mod tests {
     use std::sync::atomic::AtomicBool;
     use std::thread;
+
+    use proptest::prelude::*;
 
     use super::*;
 
@@ -671,6 +764,65 @@ mod tests {
                 .max()
                 .unwrap();
             assert_eq!(table.get(&key(i)).unwrap().seq, last);
+        }
+    }
+
+    /// Keys on both sides of the inline limit, sharing long prefixes, with bytes 0x00
+    /// and 0xff: the memtable must order them exactly as `[u8]` does, find each one,
+    /// and give back the bytes it was given.
+    fn mixed_keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let byte = prop_oneof![Just(0u8), Just(0xffu8), any::<u8>()];
+        let key = (0..INLINE_KEY + 10, proptest::collection::vec(byte, 0..8)).prop_map(
+            |(shared, tail)| {
+                let mut k = vec![b'k'; shared];
+                k.extend(tail);
+                k
+            },
+        );
+        proptest::collection::vec(key, 1..60)
+    }
+
+    proptest! {
+        #[test]
+        fn inline_and_shared_keys_order_like_bytes(keys in mixed_keys()) {
+            let table = Memtable::new();
+            for (seq, k) in keys.iter().enumerate() {
+                table.apply(seq as SeqNo + 1, ValueKind::Put, Bytes::copy_from_slice(k), Bytes::new());
+            }
+            let mut want = keys.clone();
+            want.sort();
+            want.dedup();
+            let got: Vec<Vec<u8>> = table.iter().map(|e| e.key.to_vec()).collect();
+            prop_assert_eq!(&got, &want);
+            for k in &want {
+                prop_assert_eq!(table.get(k).map(|e| e.key.to_vec()), Some(k.clone()));
+            }
+            let mut absent = want[0].clone();
+            absent.push(0);
+            if !want.contains(&absent) {
+                prop_assert!(table.get(&absent).is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn keys_at_the_inline_limit_keep_their_bytes() {
+        for len in [0, 1, INLINE_KEY - 1, INLINE_KEY, INLINE_KEY + 1, 200] {
+            let k: Vec<u8> = (0..len).map(|i| i as u8 ^ 0xa5).collect();
+            let table = Memtable::new();
+            table.apply(
+                1,
+                ValueKind::Put,
+                Bytes::copy_from_slice(&k),
+                Bytes::from("v"),
+            );
+            let inline = matches!(
+                MemKey::new(Bytes::copy_from_slice(&k)),
+                MemKey::Inline { .. }
+            );
+            assert_eq!(inline, len <= INLINE_KEY, "length {len}");
+            assert_eq!(table.get(&k).unwrap().key.to_vec(), k);
+            assert_eq!(table.versions().next().unwrap().key.to_vec(), k);
         }
     }
 }
