@@ -686,8 +686,8 @@ impl Inner {
         self.check_bg_error()?;
         w = self.make_room(w)?;
         let seq = w.next_seq;
-        let payload = batch.into_payload(seq)?;
-        let decoded = write_batch::decode(&payload, Path::new("(write batch)"))?;
+        let n = batch.len() as u64;
+        let payload = batch.into_record(seq)?;
         // A failed append may leave half a record; appending after it would turn a torn
         // tail into corruption in the middle, so the store stops taking writes.
         let logged = w.wal.add_record(&payload).and_then(|()| {
@@ -703,11 +703,27 @@ impl Inner {
             }
             return Err(e);
         }
-        let mem = self.current().mem.clone();
-        let n = decoded.ops.len() as u64;
-        for e in decoded.into_entries() {
-            mem.apply(e.seq, e.kind, e.key, e.value);
-        }
+        let view = self.view.load();
+        // A small record's values are copied out of it and the writer frees it: a
+        // memtable entry then owns two allocations (its node and its value), and a
+        // flush that drops them frees nothing the writer allocates from meanwhile.
+        // A large record is shared by its values instead of copied.
+        let (small, large) = if payload.len() <= COPY_RECORD_MAX {
+            (payload, Bytes::new())
+        } else {
+            (Vec::new(), Bytes::from(payload))
+        };
+        let record: &[u8] = if large.is_empty() { &small } else { &large };
+        let mut next = seq;
+        write_batch::parse(record, Path::new("(write batch)"), |kind, key, value| {
+            let value = if large.is_empty() {
+                Bytes::copy_from_slice(&record[value])
+            } else {
+                large.slice(value)
+            };
+            view.mem.apply(next, kind, &record[key], value);
+            next += 1;
+        })?;
         w.next_seq = seq + n;
         // The whole batch is in the memtable: make it visible at once.
         self.visible_seq.store(seq + n - 1, Ordering::Release);
@@ -1264,6 +1280,10 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
 }
 
 /// The text of a caught panic's payload.
+/// The largest encoded batch whose values a write copies into the memtable; the
+/// values of a larger one share its buffer.
+const COPY_RECORD_MAX: usize = 16 << 10;
+
 /// Bytes of the tables a flush or compaction added.
 fn table_bytes(added: &[(usize, Arc<TableHandle>)]) -> u64 {
     added.iter().map(|(_, h)| h.table.file_size()).sum()

@@ -16,20 +16,23 @@
 //!
 //! # A key's versions, newest first, and a key is never unlinked
 //!
-//! Each user key has one skip-list node for the memtable's whole life. Its value is a
-//! slot pointing at the key's newest version; each version points at the one it
-//! replaced. An overwrite builds the new version and swaps the slot's pointer in one
-//! atomic store ([`arc_swap::ArcSwap`]): a reader holding the old pointer still reads a
-//! complete chain, a reader after the store sees the new head. No step of an overwrite
-//! removes the key from the list, so a concurrent `get` or scan can never miss it and
-//! fall through to an older memtable or table (removing and re-inserting a node, as a
-//! replace-in-place map does, opens exactly that window).
+//! Each user key has one skip-list node for the memtable's whole life. The node holds
+//! the version that created it; every later version goes on a chain beside it, newest
+//! first, each pointing at the one it replaced. An overwrite builds the new chain head
+//! and swaps the slot's pointer in one atomic store ([`arc_swap::ArcSwapOption`]): a
+//! reader holding the old pointer still reads a complete chain, a reader after the
+//! store sees the new head. No step of an overwrite removes the key from the list, so a
+//! concurrent `get` or scan can never miss it and fall through to an older memtable or
+//! table (removing and re-inserting a node, as a replace-in-place map does, opens
+//! exactly that window). Most keys of a memtable are written once, and then the node
+//! is the whole entry: no chain is allocated.
 //!
 //! ```text
 //! SkipMap<MemKey, Slot>           ordered by user key (bytewise)
-//!   "apple"  -> seq 12 Put "red"  -> seq 7 Put "green"
-//!   "banana" -> seq 15 Delete     -> seq 2 Put "yellow"     tombstone on top
-//!   "cherry" -> seq  3 Put "dark"
+//!   key       first version          later versions, newest first
+//!   "apple"   seq 7 Put "green"      seq 12 Put "red"
+//!   "banana"  seq 2 Put "yellow"     seq 15 Delete               tombstone on top
+//!   "cherry"  seq 3 Put "dark"       (none)
 //! ```
 //!
 //! Reads name the newest sequence number they may see ([`Memtable::get_at`]): the store
@@ -45,7 +48,7 @@
 //! miss. A key held as `Bytes` points elsewhere, so each comparison would wait for a
 //! second miss, the key's bytes. Keys of up to [`INLINE_KEY`] bytes are therefore
 //! copied into the node itself ([`MemKey`]) and compared eight bytes at a time
-//! (`keycmp`); longer keys stay shared with the write's buffer.
+//! (`keycmp`); longer keys get an allocation of their own.
 //!
 //! [`Memtable::approximate_size`] grows with every write, including overwrites: every
 //! version is kept, and the WAL grows with every write too, so a memtable under
@@ -60,7 +63,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 use crossbeam_skiplist::{map, SkipMap};
 
@@ -90,12 +93,12 @@ enum MemKey {
 }
 
 impl MemKey {
-    fn new(key: Bytes) -> MemKey {
+    fn new(key: &[u8]) -> MemKey {
         if key.len() > INLINE_KEY {
-            return MemKey::Shared(key);
+            return MemKey::Shared(Bytes::copy_from_slice(key));
         }
         let mut bytes = [0u8; INLINE_KEY];
-        bytes[..key.len()].copy_from_slice(&key);
+        bytes[..key.len()].copy_from_slice(key);
         MemKey::Inline {
             len: key.len() as u8,
             bytes,
@@ -205,10 +208,55 @@ impl KeyVersion {
     }
 }
 
-/// The value side of one memtable entry: the key's newest version.
+/// The value side of one memtable entry: the version that created the node, and the
+/// key's later versions, newest first (`None` while there is none).
+///
+/// The versions are `first` and the chain together; sequence numbers are unique among
+/// them. The chain is sorted, and `first` is its oldest except after a log replayed
+/// out of order, which may link a version older than `first` into the chain, so reads
+/// take the newer of the two candidates.
 #[derive(Debug)]
 struct Slot {
-    newest: ArcSwap<KeyVersion>,
+    first: KeyVersion,
+    others: ArcSwapOption<KeyVersion>,
+}
+
+impl Slot {
+    /// The newest version a read at `read_seq` may see, as `(seq, kind, value)`.
+    fn visible_at(&self, read_seq: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
+        let others = self.others.load();
+        let chained = others.as_deref().and_then(|v| v.visible_at(read_seq));
+        let first = (self.first.seq <= read_seq).then_some(&self.first);
+        let v = match (chained, first) {
+            (Some(c), Some(f)) => {
+                if c.seq > f.seq {
+                    c
+                } else {
+                    f
+                }
+            }
+            (c, f) => c.or(f)?,
+        };
+        Some((v.seq, v.kind, v.value.clone()))
+    }
+
+    /// Every version, newest first.
+    fn versions(&self) -> impl Iterator<Item = KeyVersion> {
+        let mut first = Some(self.first.shallow());
+        let mut chain = self.others.load_full();
+        std::iter::from_fn(move || {
+            let take_first = match (&first, &chain) {
+                (Some(f), Some(c)) => f.seq > c.seq,
+                (f, _) => f.is_some(),
+            };
+            if take_first {
+                return first.take();
+            }
+            let c = chain.take()?;
+            chain = c.older.clone();
+            Some(c.shallow())
+        })
+    }
 }
 
 /// A sorted, concurrent in-memory table holding every version of each key written
@@ -253,35 +301,49 @@ impl Memtable {
     /// value is ignored) as of `seq`. A version with the same sequence number already
     /// present for `key` is kept (replaying a write is harmless); an older sequence
     /// number is linked below the newer versions, never over them.
-    pub fn apply(&self, seq: SeqNo, kind: ValueKind, key: Bytes, value: Bytes) {
+    pub fn apply(&self, seq: SeqNo, kind: ValueKind, key: impl AsRef<[u8]>, value: Bytes) {
+        let key = key.as_ref();
         let value = match kind {
             ValueKind::Put => value,
             ValueKind::Delete => Bytes::new(),
         };
         let charge = key.len() + value.len() + ENTRY_OVERHEAD;
-        let new = KeyVersion {
+        let mut new = Some(KeyVersion {
             seq,
             kind,
             value,
             older: None,
-        };
-        let mut accepted = false;
-        let entry = self.map.get_or_insert_with(MemKey::new(key), || {
-            accepted = true;
-            Slot {
-                newest: ArcSwap::from_pointee(new.shallow()),
-            }
         });
-        if !accepted {
-            let slot = entry.value();
-            // One writer at a time (the store's write lock), so this read-modify-write
-            // is not racing another writer; readers see the old or the new head.
-            let head = slot.newest.load_full();
-            if let Some(next) = head.with(&new) {
-                slot.newest.store(next);
-                accepted = true;
+        let entry = self.map.get_or_insert_with(MemKey::new(key), || Slot {
+            // `new` is always there when the node is made: this runs at most once.
+            first: new.take().unwrap_or_else(|| KeyVersion {
+                seq,
+                kind,
+                value: Bytes::new(),
+                older: None,
+            }),
+            others: ArcSwapOption::empty(),
+        });
+        let accepted = match new {
+            // The node was made with this version.
+            None => true,
+            Some(new) => {
+                let slot = entry.value();
+                // One writer at a time (the store's write lock), so this
+                // read-modify-write is not racing another writer; readers see the old
+                // or the new chain.
+                let next = match slot.others.load_full() {
+                    _ if new.seq == slot.first.seq => None,
+                    Some(head) => head.with(&new),
+                    None => Some(Arc::new(new)),
+                };
+                let changed = next.is_some();
+                if changed {
+                    slot.others.store(next);
+                }
+                changed
             }
-        }
+        };
         if accepted {
             self.size.fetch_add(charge, Ordering::Relaxed);
             self.max_seq.fetch_max(seq, Ordering::Relaxed);
@@ -333,16 +395,11 @@ impl Memtable {
     pub fn versions(&self) -> impl Iterator<Item = Entry> + '_ {
         self.map.iter().flat_map(|e| {
             let key = e.key().to_bytes();
-            let mut next = Some(e.value().newest.load_full());
-            std::iter::from_fn(move || {
-                let v = next.take()?;
-                next = v.older.clone();
-                Some(Entry {
-                    key: key.clone(),
-                    seq: v.seq,
-                    kind: v.kind,
-                    value: v.value.clone(),
-                })
+            e.value().versions().map(move |v| Entry {
+                key: key.clone(),
+                seq: v.seq,
+                kind: v.kind,
+                value: v.value,
             })
         })
     }
@@ -408,13 +465,12 @@ impl Memtable {
 }
 
 fn visible_entry(entry: &map::Entry<'_, MemKey, Slot>, read_seq: SeqNo) -> Option<Entry> {
-    let head = entry.value().newest.load();
-    let v = head.visible_at(read_seq)?;
+    let (seq, kind, value) = entry.value().visible_at(read_seq)?;
     Some(Entry {
         key: entry.key().to_bytes(),
-        seq: v.seq,
-        kind: v.kind,
-        value: v.value.clone(),
+        seq,
+        kind,
+        value,
     })
 }
 
@@ -539,6 +595,22 @@ mod tests {
         );
         assert_eq!(table.get(b"k").unwrap().seq, 5);
         assert_eq!(table.max_seq(), 5);
+        // Versions on both sides of the one that made the node (5).
+        put(&table, 8, "k", "newest");
+        put(&table, 4, "k", "middle");
+        let seqs: Vec<SeqNo> = table.versions().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![8, 5, 4, 3]);
+        for (read, want) in [(3, 3), (4, 4), (6, 5), (7, 5), (8, 8), (READ_LATEST, 8)] {
+            assert_eq!(
+                table.get_at(b"k", read).unwrap().seq,
+                want,
+                "read at {read}"
+            );
+        }
+        let size = table.approximate_size();
+        put(&table, 4, "k", "middle");
+        put(&table, 8, "k", "newest");
+        assert_eq!(table.approximate_size(), size);
     }
 
     #[test]
@@ -816,10 +888,7 @@ mod tests {
                 Bytes::copy_from_slice(&k),
                 Bytes::from("v"),
             );
-            let inline = matches!(
-                MemKey::new(Bytes::copy_from_slice(&k)),
-                MemKey::Inline { .. }
-            );
+            let inline = matches!(MemKey::new(&k), MemKey::Inline { .. });
             assert_eq!(inline, len <= INLINE_KEY, "length {len}");
             assert_eq!(table.get(&k).unwrap().key.to_vec(), k);
             assert_eq!(table.versions().next().unwrap().key.to_vec(), k);

@@ -28,6 +28,7 @@
 //! last op.
 
 use std::fmt;
+use std::ops::Range;
 use std::path::Path;
 
 use byteorder::{ByteOrder, LittleEndian};
@@ -206,6 +207,12 @@ impl WriteBatch {
         Ok(Bytes::from(self.rep))
     }
 
+    /// Like [`WriteBatch::into_payload`], as the plain buffer.
+    pub(crate) fn into_record(mut self, base_seq: SeqNo) -> Result<Vec<u8>> {
+        self.write_header(base_seq)?;
+        Ok(self.rep)
+    }
+
     /// Like [`WriteBatch::into_payload`], keeping the batch (copies the encoding).
     pub fn encode(&self, base_seq: SeqNo) -> Result<Vec<u8>> {
         let mut rep = self.rep.clone();
@@ -300,6 +307,38 @@ impl DecodedBatch {
 /// bytes after the last op, sequence numbers that overflow) is
 /// [`Error::Corruption`].
 pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
+    let mut ops = Vec::new();
+    // One pass: on an error the half-built list is dropped.
+    let base_seq = walk(payload, file, |kind, key, value| {
+        ops.push(BatchOp {
+            kind,
+            key: payload.slice(key),
+            value: payload.slice(value),
+        });
+    })?;
+    Ok(DecodedBatch { base_seq, ops })
+}
+
+/// Checks a whole payload and then calls `op(kind, key, value)` for each operation in
+/// order, with the byte ranges of its key and value (empty for a delete); returns the
+/// base sequence number. `op` is called only once the payload has proved whole, so a
+/// caller may apply operations as they come: an invalid payload applies none.
+pub(crate) fn parse(
+    payload: &[u8],
+    file: &Path,
+    mut op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
+) -> Result<SeqNo> {
+    let base_seq = walk(payload, file, |_, _, _| {})?;
+    walk(payload, file, &mut op)?;
+    Ok(base_seq)
+}
+
+/// One pass over a payload: the checks of [`decode`], `op` per operation as it goes.
+fn walk(
+    payload: &[u8],
+    file: &Path,
+    mut op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
+) -> Result<SeqNo> {
     let corrupt = |reason: String| Error::corruption(file, format!("write batch: {reason}"));
     if payload.len() < HEADER_LEN {
         return Err(corrupt(format!(
@@ -310,7 +349,7 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
     let base_seq = LittleEndian::read_u64(&payload[..8]);
     let count = LittleEndian::read_u32(&payload[8..HEADER_LEN]) as usize;
     let body = payload.len() - HEADER_LEN;
-    // Validate the count before it sizes an allocation.
+    // Validate the count before anything trusts it.
     if count > body / MIN_OP_LEN {
         return Err(corrupt(format!(
             "count {count} cannot fit in {body} bytes of operations"
@@ -321,7 +360,6 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
             "sequence numbers overflow: base {base_seq} + count {count}"
         )));
     }
-    let mut ops = Vec::with_capacity(count);
     let mut pos = HEADER_LEN;
     for i in 0..count {
         let at = pos;
@@ -334,14 +372,14 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
                 "op {i} at byte {at}: unknown kind byte {kind_byte}"
             ))
         })?;
-        let key = read_slice(payload, &mut pos)
+        let key = read_range(payload, &mut pos)
             .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad key length")))?;
         let value = match kind {
-            ValueKind::Put => read_slice(payload, &mut pos)
+            ValueKind::Put => read_range(payload, &mut pos)
                 .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad value length")))?,
-            ValueKind::Delete => Bytes::new(),
+            ValueKind::Delete => pos..pos,
         };
-        ops.push(BatchOp { kind, key, value });
+        op(kind, key, value);
     }
     if pos != payload.len() {
         return Err(corrupt(format!(
@@ -349,20 +387,20 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
             payload.len() - pos
         )));
     }
-    Ok(DecodedBatch { base_seq, ops })
+    Ok(base_seq)
 }
 
-/// Reads `varint len, bytes[len]` at `*pos`; `None` if either runs past the end.
-fn read_slice(buf: &Bytes, pos: &mut usize) -> Option<Bytes> {
+/// Reads `varint len, bytes[len]` at `*pos` and returns the bytes' range; `None` if
+/// either runs past the end.
+fn read_range(buf: &[u8], pos: &mut usize) -> Option<Range<usize>> {
     let len = get_varint(buf, pos)?;
     let remaining = (buf.len() - *pos) as u64;
     if len > remaining {
         return None;
     }
     let start = *pos;
-    let end = start + len as usize;
-    *pos = end;
-    Some(buf.slice(start..end))
+    *pos = start + len as usize;
+    Some(start..*pos)
 }
 
 #[cfg(test)]
@@ -393,6 +431,14 @@ mod tests {
     }
 
     fn assert_corrupt(payload: &[u8]) -> String {
+        // `parse`, which the store applies writes through, refuses the same payload
+        // before it hands out a single operation.
+        let mut handed_out = 0;
+        assert!(parse(payload, path(), |_, _, _| handed_out += 1).is_err());
+        assert_eq!(
+            handed_out, 0,
+            "an operation of a corrupt payload was applied"
+        );
         match decode(&Bytes::copy_from_slice(payload), path()) {
             Err(Error::Corruption { file, reason }) => {
                 assert_eq!(file, path());
