@@ -39,7 +39,7 @@ use crate::filter_plan::{self, FilterAllocation};
 use crate::fs::{FileLock, FileSystem};
 use crate::inspect::TableInfo;
 use crate::manifest::{self, ManifestState, TableMeta};
-use crate::memtable::{Memtable, READ_LATEST};
+use crate::memtable::{ByteArena, Memtable, READ_LATEST};
 use crate::merge::{MergeIter, Source};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
 use crate::prefix::prefix_successor;
@@ -97,6 +97,8 @@ struct View {
 struct Writer {
     wal: WalWriter,
     next_seq: SeqNo,
+    /// Where small values are copied for the memtable.
+    values: ByteArena,
 }
 
 /// State owned by whoever runs a flush or compaction.
@@ -367,6 +369,7 @@ impl Db {
             writer: Mutex::new(Writer {
                 wal: WalWriter::new(wal_file),
                 next_seq: last_seq + 1,
+                values: ByteArena::default(),
             }),
             visible_seq: AtomicU64::new(last_seq),
             progress: Condvar::new(),
@@ -704,20 +707,22 @@ impl Inner {
             return Err(e);
         }
         let view = self.view.load();
-        // A small record's values are copied out of it and the writer frees it: a
-        // memtable entry then owns two allocations (its node and its value), and a
-        // flush that drops them frees nothing the writer allocates from meanwhile.
-        // A large record is shared by its values instead of copied.
+        // A small record's values are copied into the writer's value arena and the
+        // writer frees the record: a memtable entry then costs one allocation of its
+        // own (its skip-list node), and a flush that drops it frees nothing the
+        // writer allocates from meanwhile. A large record is shared by its values
+        // instead of copied.
         let (small, large) = if payload.len() <= COPY_RECORD_MAX {
             (payload, Bytes::new())
         } else {
             (Vec::new(), Bytes::from(payload))
         };
         let record: &[u8] = if large.is_empty() { &small } else { &large };
+        let values = &mut w.values;
         let mut next = seq;
         write_batch::parse(record, Path::new("(write batch)"), |kind, key, value| {
             let value = if large.is_empty() {
-                Bytes::copy_from_slice(&record[value])
+                values.copy(&record[value])
             } else {
                 large.slice(value)
             };
@@ -1625,6 +1630,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         writer: Mutex::new(Writer {
             wal: WalWriter::new(Box::new(NoWrites)),
             next_seq: last_seq + 1,
+            values: ByteArena::default(),
         }),
         visible_seq: AtomicU64::new(last_seq),
         progress: Condvar::new(),

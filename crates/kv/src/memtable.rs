@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::{map, SkipMap};
 
 use crate::keycmp;
@@ -152,6 +152,34 @@ impl Ord for MemKey {
 impl fmt::Debug for MemKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:?}", self.as_slice())
+    }
+}
+
+/// Bytes of a [`ByteArena`] chunk.
+const ARENA_CHUNK: usize = 4096;
+
+/// Short byte strings as consecutive slices of shared 4 KiB chunks, so a string costs
+/// no allocation of its own and a chunk is freed when the last string in it goes. The
+/// writer copies small values here (they go with their memtable), and a flush the
+/// keys it hands to the table builder. Nothing in an arena reaches a caller: a read
+/// copies the value it returns (see `visible_entry`), so a value an application keeps
+/// does not pin a chunk.
+#[derive(Debug, Default)]
+pub(crate) struct ByteArena {
+    chunk: BytesMut,
+}
+
+impl ByteArena {
+    /// `bytes`, copied into the current chunk (a fresh one if it has no room).
+    pub(crate) fn copy(&mut self, bytes: &[u8]) -> Bytes {
+        if bytes.is_empty() {
+            return Bytes::new();
+        }
+        if self.chunk.capacity() - self.chunk.len() < bytes.len() {
+            self.chunk = BytesMut::with_capacity(ARENA_CHUNK.max(bytes.len()));
+        }
+        self.chunk.extend_from_slice(bytes);
+        self.chunk.split().freeze()
     }
 }
 
@@ -393,8 +421,12 @@ impl Memtable {
     /// Every version of every key, in key order and newest first within a key: what
     /// a flush chooses from (the order a table stores them in).
     pub fn versions(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.map.iter().flat_map(|e| {
-            let key = e.key().to_bytes();
+        let mut keys = ByteArena::default();
+        self.map.iter().flat_map(move |e| {
+            let key = match e.key() {
+                MemKey::Inline { .. } => keys.copy(e.key().as_slice()),
+                MemKey::Shared(b) => b.clone(),
+            };
             e.value().versions().map(move |v| Entry {
                 key: key.clone(),
                 seq: v.seq,
@@ -464,13 +496,16 @@ impl Memtable {
     }
 }
 
+/// The version a read at `read_seq` sees, with its own copy of the value: what a get
+/// or scan hands out never pins the memtable's memory (a value may share a chunk with
+/// many others, see [`ByteArena`]).
 fn visible_entry(entry: &map::Entry<'_, MemKey, Slot>, read_seq: SeqNo) -> Option<Entry> {
     let (seq, kind, value) = entry.value().visible_at(read_seq)?;
     Some(Entry {
         key: entry.key().to_bytes(),
         seq,
         kind,
-        value,
+        value: Bytes::copy_from_slice(&value),
     })
 }
 
@@ -893,5 +928,30 @@ mod tests {
             assert_eq!(table.get(&k).unwrap().key.to_vec(), k);
             assert_eq!(table.versions().next().unwrap().key.to_vec(), k);
         }
+    }
+
+    #[test]
+    fn an_arena_packs_copies_and_a_read_gets_its_own() {
+        let mut arena = ByteArena::default();
+        let a = arena.copy(b"first value");
+        let b = arena.copy(b"second");
+        assert_eq!((&a[..], &b[..]), (&b"first value"[..], &b"second"[..]));
+        // Consecutive copies share a chunk: `b` starts where `a` ends.
+        assert_eq!(b.as_ptr(), a.as_ptr().wrapping_add(a.len()));
+        let big = vec![7u8; ARENA_CHUNK + 1];
+        assert_eq!(&arena.copy(&big)[..], &big[..]);
+        assert!(arena.copy(b"").is_empty());
+        // A chunk's strings outlive the arena.
+        drop(arena);
+        assert_eq!(&a[..], b"first value");
+
+        // What a read returns is a copy, not a slice of the memtable's chunk.
+        let table = Memtable::new();
+        let mut values = ByteArena::default();
+        table.apply(1, ValueKind::Put, b"k", values.copy(b"v1"));
+        let stored = table.versions().next().unwrap().value;
+        let read = table.get(b"k").unwrap().value;
+        assert_eq!(read, stored);
+        assert_ne!(read.as_ptr(), stored.as_ptr());
     }
 }

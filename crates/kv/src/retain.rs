@@ -56,8 +56,8 @@ impl<I: Iterator<Item = Result<Entry>>> Retain<I> {
     }
 
     /// Keeps what is visible of one key's versions (newest first).
-    fn decide(&mut self, versions: Vec<Entry>) {
-        let mut kept: Vec<Entry> = Vec::with_capacity(1);
+    fn decide(&mut self, versions: impl Iterator<Item = Entry>) {
+        let start = self.out.len();
         let mut newer: Option<SeqNo> = None;
         for v in versions {
             let keep = match newer {
@@ -66,15 +66,16 @@ impl<I: Iterator<Item = Result<Entry>>> Retain<I> {
             };
             newer = Some(v.seq);
             if keep {
-                kept.push(v);
+                self.out.push_back(v);
             }
         }
         if self.drop_tombstones {
-            while kept.last().is_some_and(|v| v.kind == ValueKind::Delete) {
-                kept.pop();
+            while self.out.len() > start
+                && self.out.back().is_some_and(|v| v.kind == ValueKind::Delete)
+            {
+                self.out.pop_back();
             }
         }
-        self.out.extend(kept);
     }
 }
 
@@ -90,6 +91,15 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for Retain<I> {
                 Ok(e) => e,
                 Err(e) => return Some(Err(e)),
             };
+            // Most keys have one version: it passes straight through (unless it is a
+            // tombstone that may go), with no list built for it.
+            let more = matches!(self.inner.peek(), Some(Ok(next)) if next.key == first.key);
+            if !more {
+                if self.drop_tombstones && first.kind == ValueKind::Delete {
+                    continue;
+                }
+                return Some(Ok(first));
+            }
             let mut versions = vec![first];
             while let Some(Ok(next)) = self.inner.peek() {
                 if next.key != versions[0].key {
@@ -99,7 +109,7 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for Retain<I> {
                     versions.push(e);
                 }
             }
-            self.decide(versions);
+            self.decide(versions.into_iter());
         }
     }
 }
