@@ -83,7 +83,13 @@ pub struct Options {
     pub bits_per_key: f64,
     /// Filter layout for new tables. Default [`FilterKind::CacheLocalBloom`].
     pub filter: FilterKind,
-    /// A memtable this large (approximate bytes) is frozen and flushed. Default 4 MiB.
+    /// A memtable this large (approximate bytes) is frozen and flushed. Default 64 MiB
+    /// (RocksDB's `write_buffer_size` and fjall's `max_memtable_size`): a large memtable
+    /// absorbs many writes before the first compaction, and with it a fill of 1M keys
+    /// takes about fjall's time, where 4 MiB (LevelDB's value) took 1.2–1.5× (see
+    /// `crates/peers/examples/fill_settings.rs`). It costs memory: up to
+    /// `(1 + max_immutable_memtables) × memtable_size` bytes of memtables, 128 MiB at
+    /// the defaults, and as much WAL to replay after a crash.
     pub memtable_size: usize,
     /// Target size of an uncompressed data block. Default 4096.
     pub block_size: usize,
@@ -97,7 +103,8 @@ pub struct Options {
     /// Number of L0 tables that triggers a compaction into L1. Default 4.
     pub l0_compaction_trigger: usize,
     /// Size budget of L1; each deeper level gets `level_size_multiplier` times more.
-    /// Default 8 MiB.
+    /// With `dynamic_level_bytes`, the smallest target the base level may have.
+    /// Default 256 MiB (RocksDB's `max_bytes_for_level_base`): four memtables' worth.
     pub level1_max_bytes: u64,
     /// Growth factor between levels. Default 10.
     pub level_size_multiplier: u64,
@@ -107,20 +114,25 @@ pub struct Options {
     /// L0 compacts into the highest level whose target is at least
     /// `level1_max_bytes` (levels above it stay empty). Every pair of adjacent levels
     /// is then ten times apart however much data there is, which keeps the tree's
-    /// shape, and the filter plan made for it, stable as the store grows. With the
-    /// default `false`, level `n` has the fixed budget `level1_max_bytes ×
-    /// multiplier^(n-1)` and the deepest level is only as full as the data makes it.
+    /// shape, and the filter plan made for it, stable as the store grows. Default
+    /// `true`, as in RocksDB since 8.4; with `false`, level `n` has the fixed budget
+    /// `level1_max_bytes × multiplier^(n-1)` and the deepest level is only as full as
+    /// the data makes it. A store written either way opens the other way (tables above
+    /// the base level are moved down by compaction).
     pub dynamic_level_bytes: bool,
-    /// Compaction splits its output into tables of about this size. Default 2 MiB.
+    /// Compaction splits its output into tables of about this size. Default 64 MiB
+    /// (RocksDB's `target_file_size_base`, fjall's table target size).
     pub target_file_size: u64,
-    /// Frozen memtables waiting for flush before writers stall. Default 2.
+    /// Frozen memtables waiting for flush before writers stall. Default 1 (RocksDB's
+    /// `max_write_buffer_number` of 2 counts the live one too): a flush of 64 MiB
+    /// takes well under the time it takes to write the next 64 MiB.
     pub max_immutable_memtables: usize,
     /// L0 tables at which each write first yields up to 1 ms to compaction, spreading
-    /// a stall over many writes. Default 8 (LevelDB's value; RocksDB uses 20).
+    /// a stall over many writes. Default 20 (RocksDB's; LevelDB uses 8).
     /// Ignored while `disable_auto_compaction` is set.
     pub level0_slowdown_writes_trigger: usize,
     /// L0 tables at which a write that needs a fresh memtable waits until compaction
-    /// lowers L0. Default 12 (LevelDB's; RocksDB 36). Ignored while
+    /// lowers L0. Default 36 (RocksDB's; LevelDB 12). Ignored while
     /// `disable_auto_compaction` is set. Must be at least the slowdown trigger.
     pub level0_stop_writes_trigger: usize,
     /// Table files kept open at once; tables beyond it are reopened on demand (their
@@ -255,19 +267,19 @@ impl Default for Options {
         Options {
             bits_per_key: 10.0,
             filter: FilterKind::CacheLocalBloom,
-            memtable_size: 4 << 20,
+            memtable_size: 64 << 20,
             block_size: 4096,
             restart_interval: 16,
             sync_writes: false,
             disable_auto_compaction: false,
             l0_compaction_trigger: 4,
-            level1_max_bytes: 8 << 20,
+            level1_max_bytes: 256 << 20,
             level_size_multiplier: 10,
-            dynamic_level_bytes: false,
-            target_file_size: 2 << 20,
-            max_immutable_memtables: 2,
-            level0_slowdown_writes_trigger: 8,
-            level0_stop_writes_trigger: 12,
+            dynamic_level_bytes: true,
+            target_file_size: 64 << 20,
+            max_immutable_memtables: 1,
+            level0_slowdown_writes_trigger: 20,
+            level0_stop_writes_trigger: 36,
             max_open_files: 1000,
             create_if_missing: true,
             file_system: Arc::new(OsFileSystem),

@@ -26,6 +26,9 @@ fn options(allocation: FilterAllocation, for_hits: bool) -> Options {
         memtable_size: 32 << 10,
         target_file_size: 32 << 10,
         level1_max_bytes: 40 << 10,
+        // Fixed budgets: the tree fills L1, L2, L3 ... from the top, so the levels a
+        // per-level choice names (`bloom_before_level: 2`) all hold tables.
+        dynamic_level_bytes: false,
         // Wasted reads are what the allocations are compared by: no block cache.
         block_cache_size: 0,
         ..Options::default()

@@ -57,6 +57,8 @@ pub fn open_auto(
             options.memtable_size = crate::SMALL_MEMTABLE;
             options.target_file_size = crate::SMALL_TABLE;
             options.level1_max_bytes = crate::SMALL_LEVEL1;
+            // Fixed level budgets, as the leveled table in the README was measured.
+            options.dynamic_level_bytes = false;
         }
     }
     BloomkvStore::with_options(label, dir, options)
