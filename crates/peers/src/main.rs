@@ -4,6 +4,7 @@
 //! cargo run --release -p bloomkv-peers [-- --runs 5 --cold --json PATH]
 //! cargo run --release -p bloomkv-peers -- --shape leveled    # the leveled shape
 //! cargo run --release -p bloomkv-peers --features rocksdb     # adds RocksDB rows
+//! cargo run --release -p bloomkv-peers -- --fill-only          # the timed fill alone
 //! ```
 //!
 //! Every store (row) is loaded, queried and removed once per run; the runs go round
@@ -50,8 +51,11 @@ struct Cli {
     #[arg(long, default_value_t = 5)]
     runs: usize,
     /// Leave out the timed fill (flat shape only).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fill_only")]
     no_fill: bool,
+    /// Run the timed fill alone (flat shape only): its rows, none of the gets.
+    #[arg(long)]
+    fill_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -327,7 +331,18 @@ fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
 }
 
 /// The stores of one run, in list order.
-fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
+/// Which of the flat shape's units a run has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// The gets and the fill.
+    All,
+    /// The gets only (`--no-fill`).
+    Gets,
+    /// The fill only (`--fill-only`).
+    Fill,
+}
+
+fn units(args: &BenchArgs, parts: Parts) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
     if args.shape == "leveled" {
         for a in Allocation::parse_list(&args.allocation)? {
@@ -339,6 +354,25 @@ fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
         list.push(auto_rocksdb("rocksdb", true));
         return Ok(list);
     }
+    if parts != Parts::Fill {
+        flat_units(args, &mut list)?;
+    }
+    if parts != Parts::Gets {
+        let uniform = AllocationRun {
+            allocation: Allocation::Uniform,
+            bits_per_key: None,
+            ribbon: false,
+        };
+        list.push(auto_bloomkv("bloomkv fill", uniform, false));
+        list.push(auto_fjall("fjall fill", FjallFilter::Default, false));
+        #[cfg(feature = "rocksdb")]
+        list.push(auto_rocksdb("rocksdb fill", false));
+    }
+    Ok(list)
+}
+
+/// The flat shape's get units: bloomkv's filters and caches, fjall's, RocksDB's.
+fn flat_units(args: &BenchArgs, list: &mut Vec<Unit>) -> Result<(), BenchError> {
     let label = |f: FilterSetting| match f {
         FilterSetting::None => BASELINE.to_string(),
         FilterSetting::Standard => "bloomkv standard".into(),
@@ -388,18 +422,7 @@ fn units(args: &BenchArgs, fill: bool) -> Result<Vec<Unit>, BenchError> {
             CacheSize::Bytes(CACHE_ALL),
         ));
     }
-    if fill {
-        let uniform = AllocationRun {
-            allocation: Allocation::Uniform,
-            bits_per_key: None,
-            ribbon: false,
-        };
-        list.push(auto_bloomkv("bloomkv fill", uniform, false));
-        list.push(auto_fjall("fjall fill", FjallFilter::Default, false));
-        #[cfg(feature = "rocksdb")]
-        list.push(auto_rocksdb("rocksdb fill", false));
-    }
-    Ok(list)
+    Ok(())
 }
 
 /// Runs one unit in a fresh directory, removed afterwards.
@@ -464,7 +487,19 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
     let environment = Environment::here(&args.dir.clone().unwrap_or_else(std::env::temp_dir));
-    let units = units(args, !cli.no_fill)?;
+    if cli.fill_only && args.shape != "flat" {
+        return Err(
+            "--fill-only is the flat shape's (the leveled shape times its own fills)".into(),
+        );
+    }
+    let parts = if cli.fill_only {
+        Parts::Fill
+    } else if cli.no_fill {
+        Parts::Gets
+    } else {
+        Parts::All
+    };
+    let units = units(args, parts)?;
     let fjall_metrics = cfg!(feature = "fjall-metrics");
     println!(
         "bloomkv and peers, {} shape, {} run(s): {w}",
@@ -534,7 +569,9 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     };
     let summary = report::summarize(&records, &labels, &level_of);
     let fills = report::summarize_fills(&records, &labels);
-    print!("{}", report::print_summary(&summary, cli.runs));
+    if !summary.is_empty() {
+        print!("{}", report::print_summary(&summary, cli.runs));
+    }
     if summary.iter().any(|s| s.store == REFERENCE) {
         print!("{}", report::print_versus(&summary, REFERENCE));
     }
@@ -565,7 +602,8 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
             run_records: records,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
-        if args.shape == "flat" {
+        // The chart is of the gets' rows: a fill-only run has none.
+        if args.shape == "flat" && !report.rows.is_empty() {
             let svg = path.with_extension("svg");
             std::fs::write(&svg, render_savings_svg(&report.rows))?;
             println!("wrote {} and {}", path.display(), svg.display());
