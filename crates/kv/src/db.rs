@@ -1109,12 +1109,21 @@ impl Inner {
         // Keys joining the output level (its own inputs are already counted there).
         let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
-        let mut added = Vec::new();
+        let mut added: Vec<(usize, Arc<TableHandle>)> = Vec::new();
         while merged.peek().is_some() {
             // A long compaction must not hold writers up: a memtable frozen meanwhile
             // is flushed between two output tables. Its L0 table is newer than every
             // input and is not one, so the merge below is unaffected.
             while self.flush_oldest(maint)? {}
+            // Nor a closing store: its background work is dropped between two output
+            // tables. The inputs stay live; the outputs so far are in no manifest, and
+            // their files go with their last handle.
+            if self.closing() {
+                for (_, h) in &added {
+                    h.table.mark_obsolete();
+                }
+                return Ok(());
+            }
             let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
             let target = self.options.target_file_size;
             let chunk = ChunkUntil {
@@ -1162,6 +1171,11 @@ impl Inner {
         compaction::pick(&version, &self.options, &mut maint.compact_pointer)
     }
 
+    /// Whether the store is shutting down (background work should stop).
+    fn closing(&self) -> bool {
+        lock(&self.signal).shutdown
+    }
+
     fn schedule(&self) {
         lock(&self.signal).pending = true;
         self.wake.notify_all();
@@ -1205,7 +1219,7 @@ impl Inner {
     fn background_work(&self) -> Result<()> {
         let mut maint = lock(&self.maint);
         loop {
-            if lock(&self.signal).shutdown {
+            if self.closing() {
                 return Ok(());
             }
             // L0 over its trigger is compacted before the next flush: with flushes

@@ -23,6 +23,9 @@ use bloomkv_kv::{Db, Error, Options};
 struct CountingFs {
     open: Arc<AtomicUsize>,
     max_open: Arc<AtomicUsize>,
+    /// Table files created (`*.sst*`), and how long each creation is held up.
+    tables_created: Arc<AtomicUsize>,
+    table_create_delay: Duration,
 }
 
 struct CountedFile {
@@ -47,6 +50,10 @@ impl RandomAccessFile for CountedFile {
 
 impl FileSystem for CountingFs {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        if path.to_string_lossy().contains(".sst") {
+            self.tables_created.fetch_add(1, Ordering::SeqCst);
+            thread::sleep(self.table_create_delay);
+        }
         OsFileSystem.create(path)
     }
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
@@ -279,6 +286,101 @@ fn flush_and_compaction_bytes_are_counted_exactly() {
     assert_eq!(stats.flush_bytes_written, flushed);
     // Three rounds over the same keys merge into one round's worth.
     assert!(compacted < flushed / 2, "{compacted} of {flushed} bytes");
+}
+
+/// Closing a store whose background thread is in the middle of compacting: the
+/// compaction stops between two output tables and installs nothing, nothing written
+/// before the close is lost, and no table file outlives the close unless the manifest
+/// names it.
+#[test]
+fn a_close_during_compaction_stops_it_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_size: 64 << 10,
+        // Small outputs: the compaction has many table boundaries to stop at.
+        target_file_size: 16 << 10,
+        l0_compaction_trigger: 2,
+        level0_slowdown_writes_trigger: 1000,
+        level0_stop_writes_trigger: 1000,
+        ..Options::default()
+    };
+    // L0 piles up while compaction is off.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            disable_auto_compaction: true,
+            ..options.clone()
+        },
+    )
+    .unwrap();
+    let mut model = HashMap::new();
+    for i in 0..20_000u32 {
+        let key = format!("key{:06}", i * 7919 % 50_000);
+        let value = format!("value {i} {}", "x".repeat(60));
+        db.put(&key, &value).unwrap();
+        model.insert(key, value);
+    }
+    db.flush().unwrap();
+    let l0 = db.stats().tables_per_level[0];
+    assert!(l0 >= 10, "only {l0} L0 tables");
+    db.close().unwrap();
+
+    // Compaction on: it starts at open. Each table file it creates is held up 20 ms,
+    // and the store is closed as soon as the first one is.
+    let fs = Arc::new(CountingFs {
+        table_create_delay: Duration::from_millis(20),
+        ..CountingFs::default()
+    });
+    let db = Db::open(
+        dir.path(),
+        Options {
+            file_system: fs.clone(),
+            ..options.clone()
+        },
+    )
+    .unwrap();
+    let waited = Instant::now();
+    while fs.tables_created.load(Ordering::SeqCst) == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "no compaction started"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    db.close().unwrap();
+    let created = fs.tables_created.load(Ordering::SeqCst);
+    // Listed before anything reopens the store (an open would tidy up strays itself).
+    let on_disk: std::collections::HashSet<u64> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".sst")?.parse().ok()
+        })
+        .collect();
+
+    // Reopened without compaction: the tables are what the manifest names.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            disable_auto_compaction: true,
+            ..options
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        db.stats().tables_per_level[0],
+        l0,
+        "the compaction was installed ({created} table files created): it did not stop"
+    );
+    let live: std::collections::HashSet<u64> = db.table_infos().iter().map(|t| t.number).collect();
+    assert_eq!(on_disk, live, "table files the manifest does not name");
+    for (key, value) in &model {
+        assert_eq!(
+            db.get(key).unwrap().as_deref(),
+            Some(value.as_bytes()),
+            "{key}"
+        );
+    }
 }
 
 #[test]
