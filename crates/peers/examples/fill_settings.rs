@@ -22,6 +22,9 @@ use bloomkv::kv::Options;
 use bloomkv_peers::fill::{fill, levels_text, AutoStore};
 use bloomkv_peers::{CacheSize, FjallFilter, FjallStore, Layout};
 
+mod common;
+use common::{median, Args};
+
 /// One bloomkv row: a name and how it changes `Options::default()`.
 struct Setting {
     name: &'static str,
@@ -62,11 +65,6 @@ struct Sample {
     stall_s: f64,
     written_mib: f64,
     levels: String,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn run_bloomkv(
@@ -113,18 +111,16 @@ fn run_fjall(w: &Workload, dir: &std::path::Path) -> Result<Sample, BenchError> 
 }
 
 fn main() -> Result<(), BenchError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: u64| -> Result<u64, BenchError> {
-        args.get(i)
-            .map_or(Ok(default), |a| a.parse())
-            .map_err(|e| format!("argument {}: {e}", i + 1).into())
-    };
-    let (keys, rounds) = (arg(0, 1_000_000)?, arg(1, 3)?.max(1) as usize);
+    let args = Args::from_env();
+    let (keys, rounds) = (
+        args.number(0, 1_000_000)?,
+        args.number(1, 3)?.max(1) as usize,
+    );
     let w = Workload {
         keys,
         ..Workload::default()
     };
-    let only = args.get(2).cloned().unwrap_or_default();
+    let only = args.text(2).unwrap_or_default();
     let rows = SETTINGS.len() + 1;
     let name = |row: usize| SETTINGS.get(row).map_or("fjall (defaults)", |s| s.name);
     let mut samples: Vec<Vec<Sample>> = (0..rows).map(|_| Vec::new()).collect();

@@ -20,12 +20,10 @@ use bloomkv::bench::{
 };
 use bloomkv_peers::{CacheSize, FjallFilter, FjallStore, Layout};
 
-const GETS: usize = 400_000;
+mod common;
+use common::{median, Args};
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+const GETS: usize = 400_000;
 
 /// Nanoseconds per get over `keys`, each expected to be found or not as `want` says.
 fn timed(store: &dyn BenchStore, keys: &[[u8; 19]], want: bool) -> Result<f64, BenchError> {
@@ -39,13 +37,12 @@ fn timed(store: &dyn BenchStore, keys: &[[u8; 19]], want: bool) -> Result<f64, B
 }
 
 fn main() -> Result<(), BenchError> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let arg = |i: usize, default: u64| -> Result<u64, BenchError> {
-        args.get(i)
-            .map_or(Ok(default), |a| a.parse())
-            .map_err(|e| format!("argument {}: {e}", i + 1).into())
-    };
-    let (keys, rounds, cache_mib) = (arg(0, 1_000_000)?, arg(1, 5)?, arg(2, 512)? as usize);
+    let args = Args::from_env();
+    let (keys, rounds, cache_mib) = (
+        args.number(0, 1_000_000)?,
+        args.number(1, 5)?,
+        args.number(2, 512)? as usize,
+    );
     let w = Workload {
         keys,
         ..Workload::default()
