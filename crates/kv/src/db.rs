@@ -691,6 +691,8 @@ impl Inner {
         let seq = w.next_seq;
         let n = batch.len() as u64;
         let payload = batch.into_record(seq)?;
+        // Checked before it is logged: a payload the log holds always replays.
+        write_batch::check(&payload, Path::new("(write batch)"))?;
         // A failed append may leave half a record; appending after it would turn a torn
         // tail into corruption in the middle, so the store stops taking writes.
         let logged = w.wal.add_record(&payload).and_then(|()| {
@@ -720,7 +722,8 @@ impl Inner {
         let record: &[u8] = if large.is_empty() { &small } else { &large };
         let values = &mut w.values;
         let mut next = seq;
-        write_batch::parse(record, Path::new("(write batch)"), |kind, key, value| {
+        // The payload was checked above: every operation is applied.
+        write_batch::for_each_op(record, Path::new("(write batch)"), |kind, key, value| {
             let value = if large.is_empty() {
                 values.copy(&record[value])
             } else {
@@ -1298,7 +1301,6 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
     }
 }
 
-/// The text of a caught panic's payload.
 /// The largest encoded batch whose values a write copies into the memtable; the
 /// values of a larger one share its buffer.
 const COPY_RECORD_MAX: usize = 16 << 10;
@@ -1308,6 +1310,7 @@ fn table_bytes(added: &[(usize, Arc<TableHandle>)]) -> u64 {
     added.iter().map(|(_, h)| h.table.file_size()).sum()
 }
 
+/// The text of a caught panic's payload.
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = payload.downcast_ref::<&str>() {
         (*s).to_string()

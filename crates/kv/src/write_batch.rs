@@ -319,18 +319,22 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
     Ok(DecodedBatch { base_seq, ops })
 }
 
-/// Checks a whole payload and then calls `op(kind, key, value)` for each operation in
-/// order, with the byte ranges of its key and value (empty for a delete); returns the
-/// base sequence number. `op` is called only once the payload has proved whole, so a
-/// caller may apply operations as they come: an invalid payload applies none.
-pub(crate) fn parse(
+/// Checks a whole payload (every check of [`decode`]) without handing out anything;
+/// returns the base sequence number.
+pub(crate) fn check(payload: &[u8], file: &Path) -> Result<SeqNo> {
+    walk(payload, file, |_, _, _| {})
+}
+
+/// Calls `op(kind, key, value)` for each operation of a payload, in order, with the
+/// byte ranges of its key and value (empty for a delete). For a payload [`check`]
+/// accepted this cannot fail; on any other payload, operations before the fault have
+/// been handed out when the error comes back.
+pub(crate) fn for_each_op(
     payload: &[u8],
     file: &Path,
-    mut op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
-) -> Result<SeqNo> {
-    let base_seq = walk(payload, file, |_, _, _| {})?;
-    walk(payload, file, &mut op)?;
-    Ok(base_seq)
+    op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
+) -> Result<()> {
+    walk(payload, file, op).map(|_| ())
 }
 
 /// One pass over a payload: the checks of [`decode`], `op` per operation as it goes.
@@ -431,14 +435,9 @@ mod tests {
     }
 
     fn assert_corrupt(payload: &[u8]) -> String {
-        // `parse`, which the store applies writes through, refuses the same payload
-        // before it hands out a single operation.
-        let mut handed_out = 0;
-        assert!(parse(payload, path(), |_, _, _| handed_out += 1).is_err());
-        assert_eq!(
-            handed_out, 0,
-            "an operation of a corrupt payload was applied"
-        );
+        // `check`, which the store runs before it logs or applies a write, refuses
+        // the same payload.
+        assert!(check(payload, path()).is_err());
         match decode(&Bytes::copy_from_slice(payload), path()) {
             Err(Error::Corruption { file, reason }) => {
                 assert_eq!(file, path());
