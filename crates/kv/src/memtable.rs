@@ -161,9 +161,9 @@ const ARENA_CHUNK: usize = 4096;
 /// Short byte strings as consecutive slices of shared 4 KiB chunks, so a string costs
 /// no allocation of its own and a chunk is freed when the last string in it goes. The
 /// writer copies small values here (they go with their memtable), and a flush the
-/// keys it hands to the table builder. Nothing in an arena reaches a caller: a read
-/// copies the value it returns (see `visible_entry`), so a value an application keeps
-/// does not pin a chunk.
+/// keys it hands to the table builder. What a store's get or scan returns never comes
+/// from an arena: a read copies the value (see `visible_entry`), so a value an
+/// application keeps does not pin a chunk.
 #[derive(Debug, Default)]
 pub(crate) struct ByteArena {
     chunk: BytesMut,
