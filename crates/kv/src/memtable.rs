@@ -47,7 +47,7 @@
 //! in a memtable of a few hundred thousand keys nearly every node it meets is a cache
 //! miss. A key held as `Bytes` points elsewhere, so each comparison would wait for a
 //! second miss, the key's bytes. Keys of up to [`INLINE_KEY`] bytes are therefore
-//! copied into the node itself ([`MemKey`]) and compared eight bytes at a time
+//! copied into the node itself (`MemKey`) and compared eight bytes at a time
 //! (`keycmp`); longer keys get an allocation of their own.
 //!
 //! [`Memtable::approximate_size`] grows with every write, including overwrites: every
@@ -80,7 +80,7 @@ const RANGE_BATCH: usize = 128;
 /// The newest sequence number: reads at it see every applied write.
 pub const READ_LATEST: SeqNo = SeqNo::MAX;
 
-/// The longest key kept inside its skip-list node (a [`MemKey`] is then no larger
+/// The longest key kept inside its skip-list node (a `MemKey` is then no larger
 /// than the `Bytes` it replaces plus its tag).
 pub const INLINE_KEY: usize = 38;
 

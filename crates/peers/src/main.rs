@@ -330,7 +330,6 @@ fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
     }
 }
 
-/// The stores of one run, in list order.
 /// Which of the flat shape's units a run has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Parts {
@@ -342,6 +341,7 @@ enum Parts {
     Fill,
 }
 
+/// The stores of one run, in list order.
 fn units(args: &BenchArgs, parts: Parts) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
     if args.shape == "leveled" {
