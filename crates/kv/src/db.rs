@@ -47,10 +47,10 @@ use crate::recovery::{self, RecoveryReport};
 use crate::retain::Retain;
 use crate::scan::{own_bounds, ScanIter};
 use crate::snapshot::{Snapshot, SnapshotList};
-use crate::sstable::{Table, TableBuilder, TableFile, TableOptions};
+use crate::sstable::{Hit, Table, TableBuilder, TableFile, TableOptions};
 use crate::stats::{add, bump, Counters, DbStats, ReadTally};
 use crate::table_cache::TableCache;
-use crate::types::{Entry, SeqNo, ValueKind};
+use crate::types::{Entry, SeqNo};
 use crate::version::{TableHandle, Version};
 use crate::wal::WalWriter;
 use crate::write_batch::{self, WriteBatch};
@@ -863,25 +863,22 @@ impl Inner {
         table_seq: SeqNo,
     ) -> Result<Option<Bytes>> {
         bump(&self.counters.local().gets);
-        let in_memory = view.mem.get_at(key, mem_seq).or_else(|| {
+        let in_memory = view.mem.hit_at(key, mem_seq).or_else(|| {
             view.imm
                 .iter()
                 .rev()
-                .find_map(|(mem, _)| mem.get_at(key, mem_seq))
+                .find_map(|(mem, _)| mem.hit_at(key, mem_seq))
         });
-        if let Some(entry) = in_memory {
+        if let Some(hit) = in_memory {
             bump(&self.counters.local().memtable_hits);
-            return Ok(live_value(entry));
+            return Ok(hit.live_value());
         }
         // Hash once; every table's filter is probed with the same hash.
         let hash = KeyHash::of(key);
         let mut tally = ReadTally::default();
         let found = view.version.get(key, hash, table_seq, &mut tally);
         self.counters.add_tally(&tally);
-        Ok(found?.and_then(|hit| match hit.kind {
-            ValueKind::Put => Some(hit.value),
-            ValueKind::Delete => None,
-        }))
+        Ok(found?.and_then(Hit::live_value))
     }
 
     /// A scan of `start..end` as of `read_seq`. `prefix`: every key in the range has
@@ -1322,13 +1319,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// A tombstone reads as absent.
-fn live_value(entry: Entry) -> Option<Bytes> {
-    match entry.kind {
-        ValueKind::Put => Some(entry.value),
-        ValueKind::Delete => None,
-    }
-}
-
 /// A bound over owned bytes as a bound over a slice.
 fn as_slice(bound: &Bound<Bytes>) -> Bound<&[u8]> {
     bound.as_ref().map(|k| &k[..])

@@ -68,6 +68,7 @@ use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::{map, SkipMap};
 
 use crate::keycmp;
+use crate::sstable::Hit;
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// Bytes charged per write on top of key and value: roughly a skip-list node or a
@@ -162,7 +163,7 @@ const ARENA_CHUNK: usize = 4096;
 /// no allocation of its own and a chunk is freed when the last string in it goes. The
 /// writer copies small values here (they go with their memtable), and a flush the
 /// keys it hands to the table builder. What a store's get or scan returns never comes
-/// from an arena: a read copies the value (see `visible_entry`), so a value an
+/// from an arena: a read copies the value (see `Slot::visible_at`), so a value an
 /// application keeps does not pin a chunk.
 #[derive(Debug, Default)]
 pub(crate) struct ByteArena {
@@ -250,8 +251,11 @@ struct Slot {
 }
 
 impl Slot {
-    /// The newest version a read at `read_seq` may see, as `(seq, kind, value)`.
-    fn visible_at(&self, read_seq: SeqNo) -> Option<(SeqNo, ValueKind, Bytes)> {
+    /// The newest version a read at `read_seq` may see, with its own copy of the value:
+    /// what a get or scan hands out never pins the memtable's memory (a value may share
+    /// a chunk with many others, see [`ByteArena`]), and copying straight out of the
+    /// version writes nothing shared (no reference count of the chunk is touched).
+    fn visible_at(&self, read_seq: SeqNo) -> Option<Hit> {
         let others = self.others.load();
         let chained = others.as_deref().and_then(|v| v.visible_at(read_seq));
         let first = (self.first.seq <= read_seq).then_some(&self.first);
@@ -265,7 +269,11 @@ impl Slot {
             }
             (c, f) => c.or(f)?,
         };
-        Some((v.seq, v.kind, v.value.clone()))
+        Some(Hit {
+            seq: v.seq,
+            kind: v.kind,
+            value: Bytes::copy_from_slice(&v.value),
+        })
     }
 
     /// Every version, newest first.
@@ -388,13 +396,23 @@ impl Memtable {
     /// The newest entry for `key` with a sequence number at most `read_seq`;
     /// `None` if this memtable holds no such version.
     pub fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Option<Entry> {
+        let hit = self.hit_at(key, read_seq)?;
+        Some(Entry {
+            key: Bytes::copy_from_slice(key),
+            seq: hit.seq,
+            kind: hit.kind,
+            value: hit.value,
+        })
+    }
+
+    /// [`Memtable::get_at`] without the key, which the store's get does not need.
+    pub(crate) fn hit_at(&self, key: &[u8], read_seq: SeqNo) -> Option<Hit> {
         // An empty memtable (the usual state after a flush or a reopen) answers without
         // pinning an epoch and walking the skip list's head.
         if !self.has_entries.load(Ordering::Acquire) {
             return None;
         }
-        let entry = self.map.get(key)?;
-        visible_entry(&entry, read_seq)
+        self.map.get(key)?.value().visible_at(read_seq)
     }
 
     /// Bytes written into this memtable: keys, values and [`ENTRY_OVERHEAD`] per write,
@@ -496,16 +514,15 @@ impl Memtable {
     }
 }
 
-/// The version a read at `read_seq` sees, with its own copy of the value: what a get
-/// or scan hands out never pins the memtable's memory (a value may share a chunk with
-/// many others, see [`ByteArena`]).
+/// The version a read at `read_seq` sees, as an entry with the key (see
+/// [`Slot::visible_at`]).
 fn visible_entry(entry: &map::Entry<'_, MemKey, Slot>, read_seq: SeqNo) -> Option<Entry> {
-    let (seq, kind, value) = entry.value().visible_at(read_seq)?;
+    let hit = entry.value().visible_at(read_seq)?;
     Some(Entry {
         key: entry.key().to_bytes(),
-        seq,
-        kind,
-        value: Bytes::copy_from_slice(&value),
+        seq: hit.seq,
+        kind: hit.kind,
+        value: hit.value,
     })
 }
 

@@ -69,13 +69,23 @@ pub enum RangeFilterState {
     Corrupt(String),
 }
 
-/// What a table's get found for a key the caller holds: the version's sequence number,
-/// kind and value.
+/// What a get found in a table or a memtable for a key the caller holds: the
+/// version's sequence number, kind and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hit {
     pub(crate) seq: SeqNo,
     pub(crate) kind: ValueKind,
     pub(crate) value: Bytes,
+}
+
+impl Hit {
+    /// The value a get returns: the value of a put, nothing for a tombstone.
+    pub(crate) fn live_value(self) -> Option<Bytes> {
+        match self.kind {
+            ValueKind::Put => Some(self.value),
+            ValueKind::Delete => None,
+        }
+    }
 }
 
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.
