@@ -714,20 +714,21 @@ impl Inner {
         // own (its skip-list node), and a flush that drops it frees nothing the
         // writer allocates from meanwhile. A large record is shared by its values
         // instead of copied.
-        let (small, large) = if payload.len() <= COPY_RECORD_MAX {
-            (payload, Bytes::new())
-        } else {
+        let share = payload.len() > COPY_RECORD_MAX;
+        let (owned, shared) = if share {
             (Vec::new(), Bytes::from(payload))
+        } else {
+            (payload, Bytes::new())
         };
-        let record: &[u8] = if large.is_empty() { &small } else { &large };
+        let record: &[u8] = if share { &shared } else { &owned };
         let values = &mut w.values;
         let mut next = seq;
         // The payload was checked above: every operation is applied.
         write_batch::for_each_op(record, Path::new("(write batch)"), |kind, key, value| {
-            let value = if large.is_empty() {
-                values.copy(&record[value])
+            let value = if share {
+                shared.slice(value)
             } else {
-                large.slice(value)
+                values.copy(&record[value])
             };
             view.mem.apply(next, kind, &record[key], value);
             next += 1;

@@ -51,3 +51,59 @@ fn oversized_keys_and_values_are_refused_and_the_store_goes_on() {
     );
     assert_store_still_works(db, dir.path());
 }
+
+/// Values on both sides of the size at which a write stops copying values into the
+/// memtable and shares its batch's buffer instead: alone and batched with small ones,
+/// each reads back from the memtable, from a table and after a reopen.
+#[test]
+fn values_of_every_size_read_back_from_memtable_table_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [
+        0usize,
+        1,
+        100,
+        4096,
+        4097,
+        16 << 10,
+        (16 << 10) + 1,
+        100_000,
+        1 << 20,
+    ];
+    let value =
+        |i: usize, n: usize| -> Vec<u8> { (0..n).map(|j| (i * 31 + j * 7) as u8).collect() };
+    let mut want = Vec::new();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for (i, &n) in sizes.iter().enumerate() {
+            db.put(format!("alone{i}"), value(i, n)).unwrap();
+            want.push((format!("alone{i}"), value(i, n)));
+            // A big value and small ones in one batch: the record is large, every
+            // value in it is shared.
+            let mut batch = WriteBatch::new();
+            batch.put(format!("small{i}a"), value(i + 100, 10));
+            batch.put(format!("batched{i}"), value(i + 200, n));
+            batch.put(format!("small{i}b"), value(i + 300, 3));
+            db.write(batch).unwrap();
+            want.push((format!("small{i}a"), value(i + 100, 10)));
+            want.push((format!("batched{i}"), value(i + 200, n)));
+            want.push((format!("small{i}b"), value(i + 300, 3)));
+        }
+        let check = |db: &Db, when: &str| {
+            for (k, v) in &want {
+                assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]), "{k} {when}");
+            }
+        };
+        check(&db, "in the memtable");
+        db.flush().unwrap();
+        check(&db, "in a table");
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for (k, v) in &want {
+        assert_eq!(
+            db.get(k).unwrap().as_deref(),
+            Some(&v[..]),
+            "{k} after reopen"
+        );
+    }
+}
