@@ -9,8 +9,13 @@
 //! the timed rounds made (0 when the cache holds everything).
 //!
 //! ```text
-//! cargo run --release --example point_get -- [DIR] [KEYS] [ROUNDS] [CACHE]
+//! cargo run --release --example point_get -- [DIR] [KEYS] [ROUNDS] [CACHE] [PHASES]
 //! ```
+//!
+//! `PHASES` is `both` (the default), `present` or `absent`: with one phase, the
+//! warm-up passes are skipped for `absent` (its gets read only what false positives
+//! touch) and only that phase's rounds run, so a profile (`perf record`) of the run
+//! shows that phase's get alone.
 //!
 //! Compare two builds by alternating them over one `DIR` (the timings of a shared
 //! machine drift; alternation keeps the drift out of the ratio).
@@ -23,9 +28,13 @@ use bloomkv::kv::{Db, Options};
 
 const GETS: usize = 400_000;
 
-fn median_and_min(mut v: Vec<f64>) -> (f64, f64) {
+/// "`name` M ns/get (fastest round F)" for the rounds in `v`, or nothing if none ran.
+fn summary(name: &str, mut v: Vec<f64>) -> Option<String> {
     v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0])
+    let (median, fastest) = (v.get(v.len() / 2)?, v.first()?);
+    Some(format!(
+        "{name} {median:.0} ns/get (fastest round {fastest:.0})"
+    ))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -38,6 +47,13 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let keys: u64 = args.get(1).map_or(Ok(1_000_000), |a| a.parse())?;
     let rounds: usize = args.get(2).map_or(Ok(5), |a| a.parse())?;
     let cache_mib: usize = args.get(3).map_or(Ok(512), |a| a.parse())?;
+    let phases = args.get(4).map_or("both", String::as_str);
+    let (run_present, run_absent) = match phases {
+        "both" => (true, true),
+        "present" => (true, false),
+        "absent" => (false, true),
+        other => return Err(format!("PHASES is both, present or absent, not {other:?}").into()),
+    };
     let options = Options {
         block_cache_size: cache_mib << 20,
         disable_auto_compaction: true,
@@ -59,7 +75,8 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 
     let present = lookup_keys(&w, Phase::Present);
     let absent = lookup_keys(&w, Phase::Absent);
-    for _ in 0..2 {
+    let warm_ups = if run_present { 2 } else { 0 };
+    for _ in 0..warm_ups {
         for i in 0..keys {
             std::hint::black_box(db.get(key(2 * i))?);
         }
@@ -69,6 +86,9 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (mut p, mut a) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         for (keys, times, want) in [(&present, &mut p, true), (&absent, &mut a, false)] {
+            if !(if want { run_present } else { run_absent }) {
+                continue;
+            }
             let started = Instant::now();
             for k in keys {
                 if db.get(k)?.is_some() != want {
@@ -79,10 +99,13 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         }
     }
     let after = db.stats();
-    let ((pm, pmin), (am, amin)) = (median_and_min(p), median_and_min(a));
+    let phases: Vec<String> = [summary("present", p), summary("absent", a)]
+        .into_iter()
+        .flatten()
+        .collect();
     println!(
-        "present {pm:.0} ns/get (fastest round {pmin:.0}), absent {am:.0} ns/get (fastest {amin:.0}); \
-         timed rounds: {} table reads, {} cache hits",
+        "{}; timed rounds: {} table reads, {} cache hits",
+        phases.join(", "),
         after.data_block_reads - before.data_block_reads,
         after.block_cache_hits - before.block_cache_hits
     );
