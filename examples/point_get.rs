@@ -12,10 +12,10 @@
 //! cargo run --release --example point_get -- [DIR] [KEYS] [ROUNDS] [CACHE] [PHASES]
 //! ```
 //!
-//! `PHASES` is `both` (the default), `present` or `absent`: with one phase, the
-//! warm-up passes are skipped for `absent` (its gets read only what false positives
-//! touch) and only that phase's rounds run, so a profile (`perf record`) of the run
-//! shows that phase's get alone.
+//! `PHASES` is `both` (the default), `present` or `absent`: `present` or `absent` runs
+//! only that phase's rounds (and `absent` skips the warm-up passes, which read the
+//! present keys' blocks), so a profile (`perf record`) of the run shows that phase's
+//! get alone.
 //!
 //! Compare two builds by alternating them over one `DIR` (the timings of a shared
 //! machine drift; alternation keeps the drift out of the ratio).
