@@ -9,8 +9,11 @@
 //! the timed rounds made (0 when the cache holds everything).
 //!
 //! ```text
-//! cargo run --release --example point_get -- [DIR] [KEYS] [ROUNDS] [CACHE] [PHASES]
+//! cargo run --release --example point_get -- [DIR] [KEYS] [ROUNDS] [CACHE] [PHASES] [FILTER]
 //! ```
+//!
+//! `FILTER` is the filter a new `DIR`'s tables get: `cache-local` (the default, the
+//! store's default) or `ribbon`; a `DIR` that exists keeps the filters it was built with.
 //!
 //! `PHASES` is `both` (the default), `present` or `absent`: `present` or `absent` runs
 //! only that phase's rounds (and `absent` skips the warm-up passes, which read the
@@ -24,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use bloomkv::bench::{key, load, lookup_keys, BloomkvStore, NoProgress, Phase, Workload};
-use bloomkv::kv::{Db, Options};
+use bloomkv::kv::{Db, FilterKind, Options};
 
 const GETS: usize = 400_000;
 
@@ -54,7 +57,13 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "absent" => (false, true),
         other => return Err(format!("PHASES is both, present or absent, not {other:?}").into()),
     };
+    let filter = match args.get(5).map_or("cache-local", String::as_str) {
+        "cache-local" => FilterKind::CacheLocalBloom,
+        "ribbon" => FilterKind::Ribbon,
+        other => return Err(format!("FILTER is cache-local or ribbon, not {other:?}").into()),
+    };
     let options = Options {
+        filter,
         block_cache_size: cache_mib << 20,
         disable_auto_compaction: true,
         memtable_size: 1 << 30,

