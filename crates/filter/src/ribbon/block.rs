@@ -37,7 +37,7 @@
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::hash::{parity, ribbon_hash, COEFF_BITS};
+use super::hash::{parity, ribbon_hash_salted, seed_salt, COEFF_BITS};
 use super::shape::{Shape, MAX_COLUMNS};
 use crate::error::FilterError;
 use crate::filter_block::TRAILER_LEN;
@@ -179,7 +179,7 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
         words,
         shape,
         num_starts: shape.num_starts(),
-        seed,
+        salt: seed_salt(seed),
         num_keys,
         ones,
     })
@@ -202,7 +202,8 @@ pub(crate) struct RibbonReader {
     words: Vec<u128>,
     shape: Shape,
     num_starts: u64,
-    seed: u32,
+    /// The seed's salt, derived once rather than per query.
+    salt: u64,
     num_keys: u64,
     ones: u64,
 }
@@ -225,7 +226,7 @@ impl RibbonReader {
 impl FilterReader for RibbonReader {
     #[inline]
     fn may_contain_hash(&self, hash: KeyHash) -> bool {
-        let h = ribbon_hash(hash, self.seed, self.num_starts);
+        let h = ribbon_hash_salted(hash, self.salt, self.num_starts);
         let (lo, hi, cols) = self.spans(h.start);
         let (Some(lo_words), Some(hi_words)) =
             (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
@@ -255,20 +256,18 @@ impl FilterReader for RibbonReader {
 
     #[inline]
     fn prefetch_hash(&self, hash: KeyHash) {
-        let h = ribbon_hash(hash, self.seed, self.num_starts);
+        let h = ribbon_hash_salted(hash, self.salt, self.num_starts);
         let (lo, hi, cols) = self.spans(h.start);
-        // Both runs are adjacent, words lo .. hi + cols: a few 64-byte lines. One hint
-        // per 4 words, and one for the last word (lines need not start at a word).
-        let end = hi + cols;
-        let mut w = lo;
-        while w < end {
-            if let Some(word) = self.words.get(w) {
-                prefetch(word);
+        // The words of the columns checked first, in both blocks: most queries end
+        // there (`may_contain_hash`). Each run is at most 64 bytes, so its first and
+        // last words name every line it touches.
+        let early = cols.min(EARLY_COLUMNS);
+        for first in [lo, hi] {
+            for w in [first, first + early - 1] {
+                if let Some(word) = self.words.get(w) {
+                    prefetch(word);
+                }
             }
-            w += 4;
-        }
-        if let Some(word) = self.words.get(end.saturating_sub(1)) {
-            prefetch(word);
         }
     }
 

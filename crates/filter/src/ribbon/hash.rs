@@ -50,7 +50,18 @@ pub(crate) struct RibbonHash {
 /// Derives the key's equation for a system of `num_starts = m - 127` start slots.
 #[inline]
 pub(crate) fn ribbon_hash(hash: KeyHash, seed: u32, num_starts: u64) -> RibbonHash {
-    let salt = mix(u64::from(seed).wrapping_add(SEED_SALT));
+    ribbon_hash_salted(hash, seed_salt(seed), num_starts)
+}
+
+/// The salt of `seed` (`mix(seed + SEED_SALT)`), for [`ribbon_hash_salted`].
+#[inline]
+pub(crate) fn seed_salt(seed: u32) -> u64 {
+    mix(u64::from(seed).wrapping_add(SEED_SALT))
+}
+
+/// [`ribbon_hash`] with the seed's salt derived once by the caller (a reader keeps it).
+#[inline]
+pub(crate) fn ribbon_hash_salted(hash: KeyHash, salt: u64, num_starts: u64) -> RibbonHash {
     let a = mix(hash.h1 ^ salt);
     let b = mix(hash.h2 ^ salt.rotate_left(29));
     let hi = mix(a ^ b.rotate_left(17));
