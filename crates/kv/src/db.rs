@@ -1319,7 +1319,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// A tombstone reads as absent.
 /// A bound over owned bytes as a bound over a slice.
 fn as_slice(bound: &Bound<Bytes>) -> Bound<&[u8]> {
     bound.as_ref().map(|k| &k[..])

@@ -259,16 +259,7 @@ impl Slot {
         let others = self.others.load();
         let chained = others.as_deref().and_then(|v| v.visible_at(read_seq));
         let first = (self.first.seq <= read_seq).then_some(&self.first);
-        let v = match (chained, first) {
-            (Some(c), Some(f)) => {
-                if c.seq > f.seq {
-                    c
-                } else {
-                    f
-                }
-            }
-            (c, f) => c.or(f)?,
-        };
+        let v = chained.into_iter().chain(first).max_by_key(|v| v.seq)?;
         Some(Hit {
             seq: v.seq,
             kind: v.kind,

@@ -185,9 +185,10 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
     })
 }
 
-/// Columns a query checks before the rest (see `may_contain_hash`): four, measured
-/// against two, three, five and six in a query-only loop (a miss took 17 ns against
-/// 27 ns checking every column of a 9- and 10-column filter).
+/// Columns a query checks before the rest (see `may_contain_hash`). Four was the
+/// fastest of two to six in a query-only loop (not kept); with it a miss took 29–35 ns
+/// against 44–53 ns checking every column (`cargo bench --bench filter --
+/// 'miss/1e(4|5)/bloomkv ribbon'`, alternated builds; docs/FILTERS.md).
 const EARLY_COLUMNS: usize = 4;
 
 /// A mask of the low `n ≤ 32` bits.
