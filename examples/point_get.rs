@@ -95,7 +95,8 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (mut p, mut a) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         for (keys, times, want) in [(&present, &mut p, true), (&absent, &mut a, false)] {
-            if !(if want { run_present } else { run_absent }) {
+            let run = if want { run_present } else { run_absent };
+            if !run {
                 continue;
             }
             let started = Instant::now();
