@@ -20,6 +20,13 @@ pub(crate) fn put_varint(dst: &mut Vec<u8>, mut v: u64) {
     dst.push(v as u8);
 }
 
+/// The number of bytes `put_varint` writes for `v`.
+#[inline]
+pub(crate) fn varint_len(v: u64) -> usize {
+    // One byte per started group of 7 significant bits; zero still takes one byte.
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Decodes a varint at `*pos`, advancing `*pos` past it; `None` if truncated or > u64.
 #[inline]
 pub(crate) fn get_varint(src: &[u8], pos: &mut usize) -> Option<u64> {
@@ -70,6 +77,19 @@ pub(crate) fn u64_at(src: &[u8], pos: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn varint_len_is_what_put_varint_writes() {
+        let mut values = vec![0, 1, u64::MAX];
+        for shift in 1..64 {
+            values.extend([(1u64 << shift) - 1, 1 << shift, (1 << shift) + 1]);
+        }
+        for v in values {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, v);
+            assert_eq!(varint_len(v), buf.len(), "{v}");
+        }
+    }
 
     #[test]
     fn varints_round_trip_at_every_width() {

@@ -1407,6 +1407,7 @@ pub(crate) fn build_table(
                 prefix_extractor: options.prefix_extractor.clone(),
                 compression: options.compression,
                 range_filter: options.range_filter,
+                block_align: options.block_align,
             },
         );
         for entry in entries {

@@ -94,6 +94,14 @@ pub struct Options {
     pub memtable_size: usize,
     /// Target size of an uncompressed data block. Default 4096.
     pub block_size: usize,
+    /// Lays uncompressed data blocks out against 4 KiB pages: a block (trailer
+    /// included) holds at most `block_size` bytes unless one entry alone is larger, and
+    /// zero padding starts it on the next page where it would otherwise cross one more
+    /// page boundary (RocksDB's `block_align`). Default `true`: with the default
+    /// `block_size` every data block lies in one page, so a read copies one page of the
+    /// OS's file cache instead of two, for about 1% more bytes on disk. Ignored with
+    /// compression, whose blocks vary in size. Tables written either way keep opening.
+    pub block_align: bool,
     /// Keys between restart points in a data block. Default 16.
     pub restart_interval: usize,
     /// Fsync the WAL before a write returns. Default `false` (like RocksDB and LevelDB):
@@ -270,6 +278,7 @@ impl Default for Options {
             filter: FilterKind::CacheLocalBloom,
             memtable_size: 64 << 20,
             block_size: 4096,
+            block_align: true,
             restart_interval: 16,
             sync_writes: false,
             disable_auto_compaction: false,
@@ -305,6 +314,7 @@ impl fmt::Debug for Options {
             .field("filter", &self.filter)
             .field("memtable_size", &self.memtable_size)
             .field("block_size", &self.block_size)
+            .field("block_align", &self.block_align)
             .field("restart_interval", &self.restart_interval)
             .field("sync_writes", &self.sync_writes)
             .field("disable_auto_compaction", &self.disable_auto_compaction)

@@ -1,5 +1,6 @@
-//! LZ4 data blocks in the store: stores change setting and keep reading every table,
-//! old fixtures open under LZ4, and compressible values take less disk.
+//! LZ4 data blocks in the store: stores change setting (and block alignment) and keep
+//! reading every table, old fixtures open under LZ4, and compressible values take less
+//! disk.
 
 use std::path::Path;
 
@@ -62,13 +63,36 @@ fn table_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// The format version of each of the store's tables.
+fn table_versions(db: &Db) -> Vec<u32> {
+    db.table_infos()
+        .iter()
+        .map(|t| {
+            let table = bloomkv_kv::sstable::Table::open(
+                OsFileSystem.open_random(&t.path).unwrap(),
+                t.path.clone(),
+                Default::default(),
+                &[],
+            )
+            .unwrap();
+            table.properties().format_version
+        })
+        .collect()
+}
+
 #[test]
 fn a_store_switches_between_raw_and_lz4_and_reads_every_table() {
     let dir = tempfile::tempdir().unwrap();
     let n = 6_000;
     {
-        let db = Db::open(dir.path(), options(Compression::None)).unwrap();
+        // Raw blocks back to back (version 2), as before aligned blocks.
+        let unaligned = Options {
+            block_align: false,
+            ..options(Compression::None)
+        };
+        let db = Db::open(dir.path(), unaligned).unwrap();
         write(&db, 0..n, 1);
+        assert_eq!(table_versions(&db), [2]);
     }
     {
         // Raw tables read under LZ4; new tables come out compressed.
@@ -76,31 +100,29 @@ fn a_store_switches_between_raw_and_lz4_and_reads_every_table() {
         check(&db, n, |_| 1);
         write(&db, 0..n / 2, 2);
         check(&db, n, |i| if i < n / 2 { 2 } else { 1 });
-        let versions: Vec<u32> = db
-            .table_infos()
-            .iter()
-            .map(|t| {
-                let table = bloomkv_kv::sstable::Table::open(
-                    OsFileSystem.open_random(&t.path).unwrap(),
-                    t.path.clone(),
-                    Default::default(),
-                    &[],
-                )
-                .unwrap();
-                table.properties().format_version
-            })
-            .collect();
+        let versions = table_versions(&db);
         assert!(
             versions.contains(&2) && versions.contains(&3),
             "{versions:?}"
         );
     }
     {
-        // And back: LZ4 tables read without the setting; compaction rewrites raw.
+        // And back to raw, aligned (the default): LZ4 tables read without the setting,
+        // all three layouts side by side, and compaction rewrites them all aligned.
         let db = Db::open(dir.path(), options(Compression::None)).unwrap();
-        check(&db, n, |i| if i < n / 2 { 2 } else { 1 });
+        write(&db, n / 4..n / 3, 3);
+        let round_of = |i| match i {
+            _ if (n / 4..n / 3).contains(&i) => 3,
+            _ if i < n / 2 => 2,
+            _ => 1,
+        };
+        check(&db, n, round_of);
+        let mut versions = table_versions(&db);
+        versions.sort_unstable();
+        assert_eq!(versions, [2, 3, 5]);
         db.compact().unwrap();
-        check(&db, n, |i| if i < n / 2 { 2 } else { 1 });
+        check(&db, n, round_of);
+        assert!(table_versions(&db).iter().all(|&v| v == 5));
     }
 }
 

@@ -205,7 +205,7 @@ fn block_trailer_and_footer_are_laid_out_as_drawn() {
         assert_eq!(trailer[1..5], crc32fast::hash(&covered).to_le_bytes());
         // Footer: the format version at 48, CRC of bytes 0..52 at 52, magic at 56.
         let footer = &table[table.len() - 64..];
-        assert_eq!(footer[48..52], 2u32.to_le_bytes());
+        assert_eq!(footer[48..52], 5u32.to_le_bytes());
         assert_eq!(footer[52..56], crc32fast::hash(&footer[..52]).to_le_bytes());
         assert_eq!(
             &footer[56..64],

@@ -22,7 +22,10 @@ fn syscr() -> u64 {
 fn data_block_reads_match_read_syscalls() {
     // Without a block cache every block a get needs is read; with a small one, some
     // come from memory, and only the others may count as reads.
-    for cache in [0, 64 << 10] {
+    // 128 KiB: about 30 of the workload's 460 blocks. (At 64 KiB the cache's hot
+    // section holds 15 aligned blocks and leaves its cold one no room for a 16th, so
+    // every insert churns the hot set and this stride pattern never hits.)
+    for cache in [0, 128 << 10] {
         reads_match_syscalls(cache);
     }
 }
@@ -64,7 +67,7 @@ fn reads_match_syscalls(block_cache_size: usize) {
             let s = db.stats();
             let hits = s.block_cache_hits - before.block_cache_hits;
             let misses = s.block_cache_misses - before.block_cache_misses;
-            assert!(hits > 0, "{label}: a 64 KiB cache serves some blocks");
+            assert!(hits > 0, "{label}: a 128 KiB cache serves some blocks");
             assert_eq!(misses, store, "{label}: each miss is one read");
         }
         assert_eq!(

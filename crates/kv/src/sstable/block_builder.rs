@@ -2,7 +2,7 @@
 //!
 //! See [`super::block`] for the layout. Call order: `(add* finish reset)*`.
 
-use crate::coding::put_varint;
+use crate::coding::{put_varint, varint_len};
 use crate::keycmp::common_prefix;
 use crate::types::{SeqNo, ValueKind};
 
@@ -66,6 +66,26 @@ impl BlockBuilder {
     /// The size of the block if it were finished now.
     pub(crate) fn estimated_size(&self) -> usize {
         self.buf.len() + 4 * self.restarts.len() + 4
+    }
+
+    /// The size of the block if it were finished after adding this entry.
+    pub(crate) fn size_with(&self, key: &[u8], seq: SeqNo, value_len: usize) -> usize {
+        let (restart, shared) = if self.entries == 0 || self.since_restart >= self.restart_interval
+        {
+            (4, 0)
+        } else {
+            (0, common_prefix(&self.last_key, key))
+        };
+        let unshared = key.len() - shared;
+        self.estimated_size()
+            + restart
+            + varint_len(shared as u64)
+            + varint_len(unshared as u64)
+            + varint_len(value_len as u64)
+            + unshared
+            + varint_len(seq)
+            + 1
+            + value_len
     }
 
     /// Appends the restart array and its count, and returns the finished block. The caller

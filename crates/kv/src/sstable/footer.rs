@@ -42,7 +42,10 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 /// * 4: as 3, and the properties block ends with the handle of a range filter block
 ///   (zero when there is none). Written only by a builder with a range filter, so
 ///   tables without one stay readable by builds that predate it.
-pub const FORMAT_VERSION: u32 = 4;
+/// * 5: as 4, and uncompressed data blocks may be preceded by zero padding that starts
+///   them on a page boundary (`TableOptions::block_align`): data blocks no longer
+///   follow each other byte for byte. Written only by a builder that aligns.
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The version a table without compressed blocks or range filter is written as.
 pub(crate) const UNCOMPRESSED_FORMAT_VERSION: u32 = 2;
@@ -52,6 +55,9 @@ pub(crate) const COMPRESSED_FORMAT_VERSION: u32 = 3;
 
 /// The first version whose properties may name a range filter block.
 pub(crate) const RANGE_FILTER_FORMAT_VERSION: u32 = 4;
+
+/// The version a table with aligned data blocks is written as.
+pub(crate) const ALIGNED_FORMAT_VERSION: u32 = 5;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

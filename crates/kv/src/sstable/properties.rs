@@ -36,7 +36,8 @@
 //! `format_version` must be one this build reads
 //! (`OLDEST_FORMAT_VERSION ..= FORMAT_VERSION` of the footer).
 //!
-//! `data_size` counts the data blocks' bytes including their trailers. The block must
+//! `data_size` counts the data blocks' bytes including their trailers and, in format
+//! version 5, the padding in front of aligned blocks. The block must
 //! be consumed exactly; trailing bytes are corruption. The counts must fit the bytes:
 //! a data block costs at least [`MIN_DATA_BLOCK_LEN`] bytes and an entry at least
 //! [`MIN_ENTRY_LEN`], so a table cannot claim more of either than `data_size` holds

@@ -9,6 +9,7 @@ use bloomkv_filter::KeyHash;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use super::builder::PAGE_SIZE;
 use super::test_util::*;
 use super::*;
 use crate::error::Error;
@@ -103,6 +104,8 @@ fn random_tables_round_trip() {
             },
             // Every third table carries a range filter too (format version 4).
             range_filter: (round % 3 == 1).then(crate::options::RangeFilterOptions::default),
+            // Aligned (format version 5) in 5 rounds of 7.
+            block_align: round % 7 < 5,
         };
         let with_range = options.range_filter.is_some();
         let (data, summary) = build(&entries, options);
@@ -479,6 +482,9 @@ fn a_failed_write_poisons_the_builder() {
     }
     let options = TableOptions {
         block_size: 1,
+        // Unaligned, a block is written as soon as it reaches `block_size`: by the
+        // first add (aligned, by the add that no longer fits).
+        block_align: false,
         ..TableOptions::default()
     };
     let mut b = TableBuilder::new(Box::new(Failing), path(), options);
@@ -620,16 +626,28 @@ fn versioned_entries(rng: &mut StdRng, keys: u32) -> Vec<TestEntry> {
 #[test]
 fn versions_of_one_key_span_blocks_and_each_read_sequence_finds_its_own() {
     let mut rng = StdRng::seed_from_u64(17);
-    for block_size in [1, 48, 200, 4096] {
+    for (block_size, block_align) in [1, 48, 200, 4096]
+        .into_iter()
+        .flat_map(|size| [(size, false), (size, true)])
+    {
         let entries = versioned_entries(&mut rng, 40);
-        let (data, summary) = build(&entries, exact_options(block_size));
+        let options = TableOptions {
+            block_align,
+            ..exact_options(block_size)
+        };
+        let (data, summary) = build(&entries, options);
         assert_eq!(summary.entries, entries.len() as u64);
         let (table, counters, file) = open(data);
         let table = table.unwrap();
-        // Uncompressed tables stay version 2, readable by the code before version 3.
+        // Unaligned uncompressed tables stay version 2, readable by the code before
+        // version 3; aligned ones are version 5.
         assert_eq!(
             table.properties().format_version,
-            super::footer::UNCOMPRESSED_FORMAT_VERSION
+            if block_align {
+                super::footer::ALIGNED_FORMAT_VERSION
+            } else {
+                super::footer::UNCOMPRESSED_FORMAT_VERSION
+            }
         );
         assert!(table.verify().is_empty(), "{:?}", table.verify());
         // Every version, in order, forwards; and backwards reversed.
@@ -802,5 +820,138 @@ fn every_byte_flip_in_lz4_data_blocks_is_detected() {
             .iter()
             .any(|e| matches!(e, Err(Error::Corruption { .. })));
         assert!(failed, "flip at byte {i} went unnoticed");
+    }
+}
+
+/// Pages of `PAGE_SIZE` that `len` bytes at `offset` touch.
+fn pages_touched(offset: u64, len: u64) -> u64 {
+    (offset + len).div_ceil(PAGE_SIZE) - offset / PAGE_SIZE
+}
+
+/// Each data block's offset and length on disk (trailer included), in order.
+fn data_block_spans(table: &Table) -> Vec<(u64, u64)> {
+    let index = &table.inner.index;
+    (0..index.len())
+        .filter_map(|i| index.handle(i))
+        .map(|h| (h.offset, h.size + trailer::BLOCK_TRAILER_SIZE as u64))
+        .collect()
+}
+
+/// Mostly small values, one in a hundred larger than a page.
+fn mixed_size_entries(rng: &mut StdRng, n: u32) -> Vec<TestEntry> {
+    (0..n)
+        .map(|i| {
+            let len = if rng.gen_bool(0.01) {
+                rng.gen_range(4096..10_000)
+            } else {
+                rng.gen_range(0..300)
+            };
+            let value = (0..len).map(|_| rng.gen()).collect();
+            (format!("key{i:06}").into_bytes(), 1, ValueKind::Put, value)
+        })
+        .collect()
+}
+
+#[test]
+fn aligned_blocks_touch_as_few_pages_as_their_size_allows() {
+    let mut rng = StdRng::seed_from_u64(29);
+    let entries = mixed_size_entries(&mut rng, 3000);
+    for block_size in [1000, 4096, 8192] {
+        let build_with = |block_align| {
+            let options = TableOptions {
+                block_align,
+                ..exact_options(block_size)
+            };
+            let (data, summary) = build(&entries, options);
+            assert_eq!(summary.file_size, data.len() as u64);
+            let table = open(data.clone()).0.unwrap();
+            (data, table)
+        };
+        // Unaligned, many blocks straddle a page boundary they need not: what
+        // alignment is for (and what makes the checks below able to fail).
+        let (_, plain) = build_with(false);
+        let spans = data_block_spans(&plain);
+        let straddling = spans
+            .iter()
+            .filter(|&&(offset, len)| pages_touched(offset, len) > len.div_ceil(PAGE_SIZE))
+            .count();
+        assert!(
+            straddling * 10 > spans.len(),
+            "{straddling} of {}",
+            spans.len()
+        );
+
+        let (data, table) = build_with(true);
+        assert_eq!(
+            table.properties().format_version,
+            super::footer::ALIGNED_FORMAT_VERSION
+        );
+        let spans = data_block_spans(&table);
+        let mut per_block = vec![0usize; spans.len()];
+        for (key, ..) in &entries {
+            per_block[table.inner.index.find(key)] += 1;
+        }
+        let mut end = 0;
+        for (i, &(offset, len)) in spans.iter().enumerate() {
+            let at = format!("block size {block_size}, block {i} at {offset}, {len} bytes");
+            assert_eq!(pages_touched(offset, len), len.div_ceil(PAGE_SIZE), "{at}");
+            // Over `block_size` only when one entry alone is.
+            assert!(len <= block_size as u64 || per_block[i] == 1, "{at}");
+            // In front of it, less than a page of zeros.
+            assert!(offset - end < PAGE_SIZE, "{at}");
+            assert!(data[end as usize..offset as usize].iter().all(|&b| b == 0));
+            end = offset + len;
+        }
+        assert_eq!(end, table.properties().data_size);
+        assert!(table.verify().is_empty(), "{:?}", table.verify());
+        for e in &entries {
+            assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+        }
+        let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
+        assert_eq!(all.len(), entries.len());
+    }
+}
+
+#[test]
+fn compressed_tables_are_not_padded() {
+    let entries = compressible_entries(300);
+    let options = TableOptions {
+        compression: crate::options::Compression::Lz4,
+        block_align: true,
+        ..exact_options(4096)
+    };
+    let (data, _) = build(&entries, options);
+    let table = open(data).0.unwrap();
+    assert_eq!(table.properties().format_version, 3);
+    let mut end = 0;
+    for (offset, len) in data_block_spans(&table) {
+        assert_eq!(offset, end);
+        end = offset + len;
+    }
+}
+
+#[test]
+fn damaged_padding_is_reported_and_reads_go_on() {
+    let mut rng = StdRng::seed_from_u64(31);
+    let entries = mixed_size_entries(&mut rng, 400);
+    let (data, _) = build(&entries, exact_options(4096));
+    let table = open(data.clone()).0.unwrap();
+    let spans = data_block_spans(&table);
+    let (prev, next) = spans
+        .windows(2)
+        .map(|w| (w[0].0 + w[0].1, w[1].0))
+        .find(|(end, start)| start > end)
+        .expect("some block is padded");
+    for at in [prev, next - 1] {
+        let mut bad = data.clone();
+        bad[at as usize] = 1;
+        let table = open(bad).0.unwrap();
+        let problems = table.verify();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].reason.contains("zero padding"), "{problems:?}");
+        // Nothing reads padding: every entry is still there.
+        for e in &entries {
+            assert_entry(&get(&table, &e.0).unwrap().unwrap(), e);
+        }
     }
 }

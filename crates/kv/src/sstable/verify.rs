@@ -14,8 +14,9 @@ use std::sync::Arc;
 use bloomkv_filter::RangeFilterReader;
 use bytes::Bytes;
 
+use super::builder::PAGE_SIZE;
 use super::file::TableFile;
-use super::footer::FOOTER_SIZE;
+use super::footer::{ALIGNED_FORMAT_VERSION, FOOTER_SIZE};
 use super::index::IndexBlock;
 use super::properties::TableProperties;
 use super::reader::read_footer;
@@ -125,8 +126,11 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
         return problems;
     };
 
-    let multi_version = footer.version >= 2;
-    let tally = check_data_blocks(file, &index, meta_start, multi_version, &mut report);
+    let layout = Layout {
+        multi_version: footer.version >= 2,
+        padded: footer.version >= ALIGNED_FORMAT_VERSION,
+    };
+    let tally = check_data_blocks(file, &index, meta_start, layout, &mut report);
     if let (Some(props), true) = (properties, tally.complete) {
         let mut disagree = |what: &str, recorded: String, found: String| {
             if recorded != found {
@@ -177,14 +181,34 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     problems
 }
 
+/// What the format version allows between and within data blocks.
+#[derive(Clone, Copy)]
+struct Layout {
+    /// A key's versions may continue into the next block (version 2 on).
+    multi_version: bool,
+    /// Zero padding may start a block on a page boundary (version 5 on).
+    padded: bool,
+}
+
+/// Whether the `len` bytes at `offset` in front of a block are padding: fewer than a
+/// page, ending on a page boundary, all zero.
+fn is_padding(file: &TableFile, offset: u64, len: u64) -> bool {
+    len < PAGE_SIZE
+        && (offset + len).is_multiple_of(PAGE_SIZE)
+        && file
+            .read(offset, len as usize)
+            .is_ok_and(|bytes| bytes.iter().all(|&b| b == 0))
+}
+
 /// Reads every data block the index names; reports bad blocks and ordering problems.
 fn check_data_blocks(
     file: &TableFile,
     index: &IndexBlock,
     meta_start: u64,
-    multi_version: bool,
+    layout: Layout,
     report: &mut impl FnMut(BlockKind, u64, String),
 ) -> Tally {
+    let multi_version = layout.multi_version;
     let mut last_seq = 0;
     let mut tally = Tally {
         complete: true,
@@ -195,13 +219,21 @@ fn check_data_blocks(
         let (Some(h), Some(separator)) = (index.handle(i), index.separator(i)) else {
             break;
         };
-        if h.offset != expected_offset {
+        let padded = layout.padded
+            && h.offset > expected_offset
+            && is_padding(file, expected_offset, h.offset - expected_offset);
+        if h.offset != expected_offset && !padded {
             report(
                 BlockKind::Index,
                 h.offset,
                 format!(
-                    "data block {i} starts at {} but the previous ends at {expected_offset}",
-                    h.offset
+                    "data block {i} starts at {} but the previous ends at {expected_offset}{}",
+                    h.offset,
+                    if layout.padded {
+                        " (and the bytes between are not zero padding to a page boundary)"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }
