@@ -341,3 +341,50 @@ fn bench_range_scans_skip_tables_and_write_their_rows() {
     assert!(dir.path().join("bench-range.svg").exists());
     assert!(stdout(&o).contains("grafite"));
 }
+
+/// The format version in the footer of every table under `dir`.
+fn table_versions(dir: &Path) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "sst"))
+        .map(|p| {
+            let bytes = std::fs::read(p).unwrap();
+            let footer = &bytes[bytes.len() - 64..];
+            u32::from_le_bytes(footer[48..52].try_into().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn bench_writes_aligned_tables_unless_told_not_to() {
+    for (flag, version) in [(None, 5), (Some("false"), 2)] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let mut args = vec![
+            "bench",
+            "--keys",
+            "3000",
+            "--tables",
+            "3",
+            "--lookups",
+            "300",
+            "--filters",
+            "cache-local",
+            "--prefix-scans",
+            "0",
+            "--dir",
+            d,
+        ];
+        if let Some(f) = flag {
+            args.extend(["--block-align", f]);
+        }
+        let o = bloomkv(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert_eq!(out.contains("unaligned blocks"), flag.is_some(), "{out}");
+        assert!(out.contains("dev KiB/lkp"), "{out}");
+        let versions = table_versions(&dir.path().join("cache-local-bloom"));
+        assert_eq!(versions, [version; 3], "{flag:?}");
+    }
+}

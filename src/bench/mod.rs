@@ -168,6 +168,9 @@ pub struct Workload {
     pub cache_mib: usize,
     /// Block compression of bloomkv's stores: `"none"` or `"lz4"`.
     pub compression: String,
+    /// Whether bloomkv's uncompressed data blocks are page-aligned
+    /// (`Options::block_align`; on by default, as in the store).
+    pub block_align: bool,
 }
 
 impl Default for Workload {
@@ -183,6 +186,7 @@ impl Default for Workload {
             threads: 1,
             cache_mib: 8,
             compression: "none".into(),
+            block_align: true,
         }
     }
 }
@@ -194,7 +198,7 @@ impl std::fmt::Display for Workload {
             f,
             "{} keys ({KEY_LEN}-byte keys, {}-byte values) in {} overlapping tables, \
              {} absent + {} present lookups, {} bits/key, {} thread(s), {} MiB block cache, \
-             {} compression{}",
+             {} compression{}{}",
             self.keys,
             self.value_size,
             self.tables,
@@ -204,6 +208,11 @@ impl std::fmt::Display for Workload {
             self.threads,
             self.cache_mib,
             self.compression,
+            if self.block_align {
+                ""
+            } else {
+                ", unaligned blocks"
+            },
             if self.cold { ", cold page cache" } else { "" }
         )
     }

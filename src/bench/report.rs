@@ -206,6 +206,7 @@ pub fn print_table(rows: &[Row]) -> String {
         "bits/key",
         "MiB",
         "OS syscr",
+        "dev KiB/lkp",
         "threads",
         "lkp/s",
     ];
@@ -232,6 +233,9 @@ pub fn print_table(rows: &[Row]) -> String {
             format!("{:.2}", r.filter_bits_per_key),
             format!("{:.2}", r.filter_mib),
             opt_u(r.os_read_syscalls),
+            r.os_read_bytes
+                .map(|b| format!("{:.2}", b as f64 / r.lookups.max(1) as f64 / 1024.0))
+                .unwrap_or_else(|| "-".into()),
             r.threads.to_string(),
             format!("{:.0}", r.lookups_per_sec),
         ]);

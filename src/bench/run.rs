@@ -85,6 +85,12 @@ pub struct BenchArgs {
     /// random, half repeated bytes, so LZ4 has something to do but not everything.
     #[arg(long, default_value = "none")]
     pub compression: String,
+    /// Page-align bloomkv's uncompressed data blocks (`Options::block_align`, table
+    /// format version 5; the store's default). `--block-align false` lays them back to
+    /// back, so that runs with and without can be compared: times, and with `--cold`
+    /// the device bytes a lookup fetches ("dev KiB/lkp").
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub block_align: bool,
     /// Range scans per range phase (empty and non-empty, each length, with and
     /// without a range filter; flat shape); 0, the default, skips the range phases.
     /// Their rows also go to `<json>-range.json`.
@@ -112,6 +118,7 @@ impl BenchArgs {
             threads: self.threads,
             cache_mib: self.cache_mib,
             compression: self.compression.clone(),
+            block_align: self.block_align,
         }
     }
 
@@ -249,6 +256,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 w.bits_per_key,
                 w.cache_mib << 20,
                 &w.compression,
+                w.block_align,
             )?;
             rows.extend(run_store(&mut store, &w, &bar)?);
         }

@@ -98,17 +98,19 @@ impl BloomkvStore {
         bits_per_key: f64,
         block_cache_size: usize,
     ) -> Result<Self, BenchError> {
-        Self::create_with(dir, setting, bits_per_key, block_cache_size, "none")
+        Self::create_with(dir, setting, bits_per_key, block_cache_size, "none", true)
     }
 
     /// Like [`create_with_cache`](Self::create_with_cache), with data blocks
-    /// compressed by `compression` (`"none"` or `"lz4"`).
+    /// compressed by `compression` (`"none"` or `"lz4"`) and, uncompressed, page-aligned
+    /// or not (`block_align`).
     pub fn create_with(
         dir: PathBuf,
         setting: FilterSetting,
         bits_per_key: f64,
         block_cache_size: usize,
         compression: &str,
+        block_align: bool,
     ) -> Result<Self, BenchError> {
         let compression = match compression {
             "none" => Compression::None,
@@ -117,6 +119,7 @@ impl BloomkvStore {
         };
         let options = Options {
             compression,
+            block_align,
             block_cache_size,
             filter: setting.kind(),
             bits_per_key,

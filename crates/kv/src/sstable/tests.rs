@@ -934,7 +934,11 @@ fn compressed_tables_are_not_padded() {
 fn damaged_padding_is_reported_and_reads_go_on() {
     let mut rng = StdRng::seed_from_u64(31);
     let entries = mixed_size_entries(&mut rng, 400);
-    let (data, _) = build(&entries, exact_options(4096));
+    let options = TableOptions {
+        block_align: true,
+        ..exact_options(4096)
+    };
+    let (data, _) = build(&entries, options);
     let table = open(data.clone()).0.unwrap();
     let spans = data_block_spans(&table);
     let (prev, next) = spans
