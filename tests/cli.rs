@@ -137,6 +137,8 @@ fn inspect_shows_levels_tables_and_filters() {
     let out = stdout(&o);
     assert!(out.contains("L0: 1 table(s)"), "{out}");
     assert!(out.contains("300 entries"), "{out}");
+    // Written with the default options: page-aligned data blocks.
+    assert!(out.contains("format 5"), "{out}");
     assert!(out.contains("bloomkv.BloomFilter.cache-local"), "{out}");
     assert!(out.contains("6 probes"), "{out}");
 }

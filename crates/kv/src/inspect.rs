@@ -40,6 +40,8 @@ pub struct TableInfo {
     pub path: PathBuf,
     /// File size in bytes.
     pub file_size: u64,
+    /// Its table format version (5: page-aligned data blocks; see docs/FORMAT.md).
+    pub format_version: u32,
     /// Smallest key.
     #[serde(serialize_with = "ser_key")]
     pub smallest: Bytes,
@@ -76,6 +78,7 @@ impl TableInfo {
             number,
             path: table.path().to_path_buf(),
             file_size: table.file_size(),
+            format_version: p.format_version,
             smallest: table.smallest().clone(),
             largest: table.largest().clone(),
             entries: p.entries,
@@ -136,9 +139,10 @@ impl fmt::Display for StoreInfo {
             }
             writeln!(
                 f,
-                "  {:06}.sst  {} bytes  {} entries ({} deletions)  keys {} .. {}",
+                "  {:06}.sst  {} bytes  format {}  {} entries ({} deletions)  keys {} .. {}",
                 t.number,
                 t.file_size,
+                t.format_version,
                 t.entries,
                 t.deletions,
                 show_key(&t.smallest),
