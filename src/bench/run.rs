@@ -85,10 +85,11 @@ pub struct BenchArgs {
     /// random, half repeated bytes, so LZ4 has something to do but not everything.
     #[arg(long, default_value = "none")]
     pub compression: String,
-    /// Page-align bloomkv's uncompressed data blocks (`Options::block_align`, table
-    /// format version 5; the store's default). `--block-align false` lays them back to
-    /// back, so that runs with and without can be compared: times, and with `--cold`
-    /// the device bytes a lookup fetches ("dev KiB/lkp").
+    /// Page-align the data blocks of the flat shape's stores (the main rows;
+    /// `Options::block_align`, table format version 5, the store's default).
+    /// `--block-align false` lays them back to back, so that runs with and without can
+    /// be compared: times, and with `--cold` the device bytes a lookup fetches ("dev
+    /// KiB/lkp"). The leveled, prefix and range phases keep the default.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub block_align: bool,
     /// Range scans per range phase (empty and non-empty, each length, with and

@@ -7,8 +7,9 @@
 //! reaches `block_size` — or, with aligned blocks (the default for uncompressed tables,
 //! format version 5), until the next entry would take it past `block_size` with its
 //! trailer — and the block is then sealed and appended in one write, behind the zero
-//! padding that starts it on a page boundary if it would otherwise straddle one more. Its index entry waits for
-//! the next key, so the separator can be shortened to fall between the two blocks.
+//! padding that starts it on a page boundary if it would otherwise straddle one more.
+//! Its index entry waits for the next key, so the separator can be shortened to fall
+//! between the two blocks.
 //! `finish` writes the metadata blocks and the footer and syncs the file:
 //!
 //! ```text

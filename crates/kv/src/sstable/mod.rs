@@ -7,9 +7,8 @@
 //! The file is a run of blocks followed by a fixed-size footer. Every block is followed
 //! by a 5-byte trailer (compression type and CRC-32), so every byte of the file except
 //! the footer's magic number is covered by a checksum — and the footer has its own.
-//! The one exception is the zero padding that may start an uncompressed data block on
-//! a 4 KiB page boundary (format version 5): no read ever looks at it, and `verify`
-//! checks that it is zeros.
+//! Nor is the zero padding that may start an uncompressed data block on a 4 KiB page
+//! boundary (format version 5): no read looks at it, and `verify` checks it is zeros.
 //!
 //! ```text
 //!  offset 0
