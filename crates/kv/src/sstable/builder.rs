@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The range filter block is written only with `TableOptions::range_filter`; the
-//! properties record its handle (table format version 4).
+//! properties record its handle (table format version 4 on).
 //!
 //! Writing to a temporary name, renaming and syncing the directory is the caller's job.
 
@@ -78,7 +78,7 @@ pub struct TableOptions {
     /// format version 3, and each block that LZ4 shrinks by at least 12.5% is stored
     /// compressed (see `compression.rs`).
     pub compression: Compression,
-    /// Builds a range filter block over the table's keys too (format version 4).
+    /// Builds a range filter block over the table's keys too (format version 4 on).
     /// Settings `RangeFilterBuilder` refuses write no range filter.
     pub range_filter: Option<RangeFilterOptions>,
     /// Keeps each uncompressed data block within as few pages ([`PAGE_SIZE`]) as its
