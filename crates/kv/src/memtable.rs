@@ -388,12 +388,7 @@ impl Memtable {
     /// `None` if this memtable holds no such version.
     pub fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Option<Entry> {
         let hit = self.hit_at(key, read_seq)?;
-        Some(Entry {
-            key: Bytes::copy_from_slice(key),
-            seq: hit.seq,
-            kind: hit.kind,
-            value: hit.value,
-        })
+        Some(hit.into_entry(Bytes::copy_from_slice(key)))
     }
 
     /// [`Memtable::get_at`] without the key, which the store's get does not need.
@@ -509,12 +504,7 @@ impl Memtable {
 /// [`Slot::visible_at`]).
 fn visible_entry(entry: &map::Entry<'_, MemKey, Slot>, read_seq: SeqNo) -> Option<Entry> {
     let hit = entry.value().visible_at(read_seq)?;
-    Some(Entry {
-        key: entry.key().to_bytes(),
-        seq: hit.seq,
-        kind: hit.kind,
-        value: hit.value,
-    })
+    Some(hit.into_entry(entry.key().to_bytes()))
 }
 
 /// An ordered iterator over a key range of a shared memtable; see

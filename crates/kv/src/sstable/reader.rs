@@ -86,6 +86,16 @@ impl Hit {
             ValueKind::Delete => None,
         }
     }
+
+    /// The hit as an entry of `key`.
+    pub(crate) fn into_entry(self, key: Bytes) -> Entry {
+        Entry {
+            key,
+            seq: self.seq,
+            kind: self.kind,
+            value: self.value,
+        }
+    }
 }
 
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.
@@ -361,12 +371,7 @@ impl Table {
     ) -> Result<Option<Entry>> {
         Ok(self
             .probe_hit_at(key, hash, read_seq, tally)?
-            .map(|hit| Entry {
-                key: Bytes::copy_from_slice(key),
-                seq: hit.seq,
-                kind: hit.kind,
-                value: hit.value,
-            }))
+            .map(|hit| hit.into_entry(Bytes::copy_from_slice(key))))
     }
 
     /// [`probe_covered_at`](Self::probe_covered_at) without a copy of the key, for the
