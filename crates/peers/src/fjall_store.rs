@@ -12,11 +12,12 @@
 //!   own default policy (L0 filters built for a 0.01% false-positive rate, about 19
 //!   bits/key, 10 bits/key below); filter and index blocks pinned in memory on every
 //!   level, as bloomkv keeps them;
-//! - data blocks of 4 KiB, uncompressed (bloomkv does not compress either); the block
-//!   cache is fjall's default (32 MiB) unless the row says otherwise.
+//! - data blocks of 4 KiB, uncompressed unless the row says LZ4 (as bloomkv's rows
+//!   are; [`FjallStore::create_compressed`]); the block cache is fjall's default
+//!   (32 MiB) unless the row says otherwise.
 //!
 //! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) everything but
-//! compression (off), the cache and, for the leveled shape, the memtable and table
+//! compression (off unless asked for), the cache and, for the leveled shape, the memtable and table
 //! sizes stays at fjall's defaults, pinning included.
 //!
 //! fjall counts its read path only when built with its `metrics` feature, which adds
@@ -37,7 +38,7 @@ use fjall::compaction::Leveled;
 use fjall::config::{
     BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry, PinningPolicy,
 };
-use fjall::{AbstractTree, Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions};
 
 use crate::{page_cache, CacheSize, Layout};
 
@@ -101,6 +102,8 @@ pub struct FjallStore {
     filter: FjallFilter,
     cache: CacheSize,
     layout: Layout,
+    /// Data blocks compressed with LZ4 (else stored raw).
+    lz4: bool,
     open: Option<Open>,
     /// Keys written into each finished table, in order (flat layout).
     table_keys: Vec<u64>,
@@ -111,13 +114,27 @@ pub struct FjallStore {
 }
 
 impl FjallStore {
-    /// Creates a fresh database in `dir` with `filter`, `cache` and `layout`.
+    /// Creates a fresh database in `dir` with `filter`, `cache` and `layout`, its data
+    /// blocks uncompressed.
     pub fn create(
         label: impl Into<String>,
         dir: PathBuf,
         filter: FjallFilter,
         cache: CacheSize,
         layout: Layout,
+    ) -> Result<Self, BenchError> {
+        Self::create_compressed(label, dir, filter, cache, layout, false)
+    }
+
+    /// Like [`create`](Self::create), with data blocks compressed by LZ4 if `lz4` (on
+    /// every level; fjall's LZ4 is `lz4_flex`, as bloomkv's is).
+    pub fn create_compressed(
+        label: impl Into<String>,
+        dir: PathBuf,
+        filter: FjallFilter,
+        cache: CacheSize,
+        layout: Layout,
+        lz4: bool,
     ) -> Result<Self, BenchError> {
         if let FjallFilter::BitsPerKey(bpk) = filter {
             if !(bpk.is_finite() && bpk >= 1.0) {
@@ -130,6 +147,7 @@ impl FjallStore {
             filter,
             cache,
             layout,
+            lz4,
             open: None,
             table_keys: Vec::new(),
             pending_keys: 0,
@@ -142,8 +160,12 @@ impl FjallStore {
     /// The keyspace's options. They are stored with the keyspace when it is created,
     /// and read back from it on every reopen.
     fn keyspace_options(&self) -> KeyspaceCreateOptions {
-        let mut o = KeyspaceCreateOptions::default()
-            .data_block_compression_policy(CompressionPolicy::disabled());
+        let compression = if self.lz4 {
+            CompressionPolicy::all(CompressionType::Lz4)
+        } else {
+            CompressionPolicy::disabled()
+        };
+        let mut o = KeyspaceCreateOptions::default().data_block_compression_policy(compression);
         o = match self.filter {
             FjallFilter::None => o.filter_policy(FilterPolicy::disabled()),
             FjallFilter::BitsPerKey(bpk) => o.filter_policy(FilterPolicy::all(
@@ -351,6 +373,21 @@ impl BenchStore for FjallStore {
 
     fn drop_caches(&self) {
         page_cache::drop_dir(&self.dir);
+    }
+
+    /// The files of every keyspace's `tables` directory: the workload's keyspace and
+    /// fjall's own metadata keyspace (a table of about 2 KiB).
+    fn disk_bytes(&self) -> Option<u64> {
+        let mut bytes = 0;
+        for keyspace in std::fs::read_dir(self.dir.join("keyspaces")).ok()? {
+            let Ok(tables) = std::fs::read_dir(keyspace.ok()?.path().join("tables")) else {
+                continue; // a keyspace without tables yet
+            };
+            for table in tables {
+                bytes += table.ok()?.metadata().ok()?.len();
+            }
+        }
+        Some(bytes)
     }
 }
 

@@ -5,6 +5,7 @@
 //! cargo run --release -p bloomkv-peers -- --shape leveled    # the leveled shape
 //! cargo run --release -p bloomkv-peers --features rocksdb     # adds RocksDB rows
 //! cargo run --release -p bloomkv-peers -- --fill-only          # the timed fill alone
+//! cargo run --release -p bloomkv-peers -- --no-fill --lz4-rows  # adds LZ4 twins
 //! ```
 //!
 //! Every store (row) is loaded, queried and removed once per run; the runs go round
@@ -56,6 +57,10 @@ struct Cli {
     /// Run the timed fill alone (flat shape only): its rows, none of the gets.
     #[arg(long)]
     fill_only: bool,
+    /// Add LZ4 twins of the main flat rows (bloomkv cache-local, fjall, RocksDB), so
+    /// that each store's cost of compression is a ratio within one run.
+    #[arg(long, conflicts_with = "fill_only")]
+    lz4_rows: bool,
 }
 
 fn main() -> ExitCode {
@@ -108,6 +113,15 @@ impl Job {
     }
 }
 
+/// A flat row's notes, with its compression when it has one.
+fn flat_notes(notes: &str, lz4: bool) -> String {
+    if lz4 {
+        format!("{notes}; LZ4 data blocks")
+    } else {
+        notes.to_string()
+    }
+}
+
 fn setting(store: &str, filter: &str, cache: CacheSize, default: usize, notes: &str) -> Setting {
     Setting {
         store: store.into(),
@@ -122,7 +136,7 @@ fn bloomkv_default_cache() -> usize {
     Options::default().block_cache_size
 }
 
-fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize) -> Unit {
+fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize, lz4: bool) -> Unit {
     let l = label.to_string();
     let name = match filter {
         FilterSetting::None => "none".to_string(),
@@ -135,14 +149,16 @@ fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize) -> Unit {
             &name,
             cache,
             bloomkv_default_cache(),
-            "flat: compaction off",
+            &flat_notes("flat: compaction off", lz4),
         ),
         job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
-            let store = BloomkvStore::create_with_cache(
+            let store = BloomkvStore::create_with(
                 dir,
                 filter,
                 w.bits_per_key,
                 cache.bytes(bloomkv_default_cache()),
+                if lz4 { "lz4" } else { "none" },
+                w.block_align,
             )?;
             Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn BenchStore>)
         })),
@@ -159,7 +175,7 @@ fn fjall_filter_name(filter: FjallFilter) -> String {
     }
 }
 
-fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize) -> Unit {
+fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize, lz4: bool) -> Unit {
     let l = label.to_string();
     Unit {
         label: label.into(),
@@ -168,26 +184,30 @@ fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize) -> Unit {
             &fjall_filter_name(filter),
             cache,
             FJALL_DEFAULT_CACHE,
-            "flat: L0 trigger 255; filter and index blocks pinned on every level",
+            &flat_notes(
+                "flat: L0 trigger 255; filter and index blocks pinned on every level",
+                lz4,
+            ),
         ),
         job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
             let filter = match filter {
                 FjallFilter::BitsPerKey(_) => FjallFilter::BitsPerKey(w.bits_per_key),
                 f => f,
             };
-            Ok(Box::new(FjallStore::create(
+            Ok(Box::new(FjallStore::create_compressed(
                 l.clone(),
                 dir,
                 filter,
                 cache,
                 Layout::Flat,
+                lz4,
             )?) as Box<dyn BenchStore>)
         })),
     }
 }
 
 #[cfg(feature = "rocksdb")]
-fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize) -> Unit {
+fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool) -> Unit {
     let l = label.to_string();
     Unit {
         label: label.into(),
@@ -200,16 +220,17 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize) -> Unit {
             },
             cache,
             bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
-            "flat: auto-compaction off",
+            &flat_notes("flat: auto-compaction off", lz4),
         ),
         job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
             let bpk = filter.then_some(w.bits_per_key);
-            Ok(Box::new(bloomkv_peers::RocksDbStore::create(
+            Ok(Box::new(bloomkv_peers::RocksDbStore::create_compressed(
                 l.clone(),
                 dir,
                 bpk,
                 cache,
                 Layout::Flat,
+                lz4,
             )?) as Box<dyn BenchStore>)
         })),
     }
@@ -342,7 +363,7 @@ enum Parts {
 }
 
 /// The stores of one run, in list order.
-fn units(args: &BenchArgs, parts: Parts) -> Result<Vec<Unit>, BenchError> {
+fn units(args: &BenchArgs, parts: Parts, lz4_rows: bool) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
     if args.shape == "leveled" {
         for a in Allocation::parse_list(&args.allocation)? {
@@ -355,7 +376,7 @@ fn units(args: &BenchArgs, parts: Parts) -> Result<Vec<Unit>, BenchError> {
         return Ok(list);
     }
     if parts != Parts::Fill {
-        flat_units(args, &mut list)?;
+        flat_units(args, lz4_rows, &mut list)?;
     }
     if parts != Parts::Gets {
         let uniform = AllocationRun {
@@ -371,8 +392,11 @@ fn units(args: &BenchArgs, parts: Parts) -> Result<Vec<Unit>, BenchError> {
     Ok(list)
 }
 
-/// The flat shape's get units: bloomkv's filters and caches, fjall's, RocksDB's.
-fn flat_units(args: &BenchArgs, list: &mut Vec<Unit>) -> Result<(), BenchError> {
+/// The flat shape's get units: bloomkv's filters and caches, fjall's, RocksDB's. Every
+/// row's data blocks are compressed as `--compression` says; `lz4_rows` adds LZ4
+/// twins of the three main rows.
+fn flat_units(args: &BenchArgs, lz4_rows: bool, list: &mut Vec<Unit>) -> Result<(), BenchError> {
+    let lz4 = args.compression == "lz4";
     let label = |f: FilterSetting| match f {
         FilterSetting::None => BASELINE.to_string(),
         FilterSetting::Standard => "bloomkv standard".into(),
@@ -380,47 +404,78 @@ fn flat_units(args: &BenchArgs, list: &mut Vec<Unit>) -> Result<(), BenchError> 
         FilterSetting::Ribbon => "bloomkv ribbon".into(),
     };
     for f in FilterSetting::parse_list(&args.filters)? {
-        list.push(flat_bloomkv(&label(f), f, CacheSize::Default));
+        list.push(flat_bloomkv(&label(f), f, CacheSize::Default, lz4));
     }
     list.push(flat_bloomkv(
         "bloomkv cache-local 32M",
         FilterSetting::CacheLocal,
         CacheSize::Bytes(FJALL_DEFAULT_CACHE),
+        lz4,
     ));
     list.push(flat_bloomkv(
         "bloomkv cache-local 512M",
         FilterSetting::CacheLocal,
         CacheSize::Bytes(CACHE_ALL),
+        lz4,
     ));
+    if lz4_rows {
+        list.push(flat_bloomkv(
+            "bloomkv cache-local lz4",
+            FilterSetting::CacheLocal,
+            CacheSize::Default,
+            true,
+        ));
+    }
     list.push(flat_fjall(
         "fjall no filter",
         FjallFilter::None,
         CacheSize::Default,
+        lz4,
     ));
     list.push(flat_fjall(
         REFERENCE,
         FjallFilter::BitsPerKey(0.0),
         CacheSize::Default,
+        lz4,
     ));
     list.push(flat_fjall(
         "fjall own filters",
         FjallFilter::Default,
         CacheSize::Default,
+        lz4,
     ));
     list.push(flat_fjall(
         "fjall 512M",
         FjallFilter::BitsPerKey(0.0),
         CacheSize::Bytes(CACHE_ALL),
+        lz4,
     ));
+    if lz4_rows {
+        list.push(flat_fjall(
+            "fjall lz4",
+            FjallFilter::BitsPerKey(0.0),
+            CacheSize::Default,
+            true,
+        ));
+    }
     #[cfg(feature = "rocksdb")]
     {
-        list.push(flat_rocksdb("rocksdb no filter", false, CacheSize::Default));
-        list.push(flat_rocksdb("rocksdb", true, CacheSize::Default));
+        list.push(flat_rocksdb(
+            "rocksdb no filter",
+            false,
+            CacheSize::Default,
+            lz4,
+        ));
+        list.push(flat_rocksdb("rocksdb", true, CacheSize::Default, lz4));
         list.push(flat_rocksdb(
             "rocksdb 512M",
             true,
             CacheSize::Bytes(CACHE_ALL),
+            lz4,
         ));
+        if lz4_rows {
+            list.push(flat_rocksdb("rocksdb lz4", true, CacheSize::Default, true));
+        }
     }
     Ok(())
 }
@@ -499,7 +554,17 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     } else {
         Parts::All
     };
-    let units = units(args, parts)?;
+    if args.compression == "lz4" && !(args.shape == "flat" && parts == Parts::Gets) {
+        return Err(
+            "--compression lz4 applies to the flat shape's gets: add --no-fill (the fill \
+             and the leveled shape run every store uncompressed)"
+                .into(),
+        );
+    }
+    if cli.lz4_rows && args.shape != "flat" {
+        return Err("--lz4-rows adds rows to the flat shape only".into());
+    }
+    let units = units(args, parts, cli.lz4_rows)?;
     let fjall_metrics = cfg!(feature = "fjall-metrics");
     println!(
         "bloomkv and peers, {} shape, {} run(s): {w}",

@@ -10,11 +10,13 @@
 //!   false)`, RocksDB's cache-local "fast local Bloom" (one 64-byte line per key, 6
 //!   probes at 10 bits/key). Filter and index blocks are held by the table readers
 //!   (`cache_index_and_filter_blocks` stays off, its default), as bloomkv keeps them;
-//! - 4 KiB uncompressed data blocks; RocksDB's default block cache (a 32 MiB
+//! - 4 KiB data blocks, uncompressed unless the row says LZ4
+//!   ([`RocksDbStore::create_compressed`]: `DBCompressionType::Lz4`, the C liblz4
+//!   this crate's `rocksdb` feature builds); RocksDB's default block cache (a 32 MiB
 //!   HyperClockCache) unless the row gives a size, then a HyperClockCache of it.
 //!
 //! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) the options are
-//! RocksDB's defaults but for the filter, compression (off) and, for the leveled
+//! RocksDB's defaults but for the filter, compression (off unless asked for) and, for the leveled
 //! shape, the memtable, table and level-1 sizes.
 //!
 //! Its statistics give the counters, at `StatsLevel::ExceptTimers` (no clock read on
@@ -62,6 +64,18 @@ impl RocksDbStore {
         cache: CacheSize,
         layout: Layout,
     ) -> Result<Self, BenchError> {
+        Self::create_compressed(label, dir, bits_per_key, cache, layout, false)
+    }
+
+    /// Like [`create`](Self::create), with data blocks compressed by LZ4 if `lz4`.
+    pub fn create_compressed(
+        label: impl Into<String>,
+        dir: PathBuf,
+        bits_per_key: Option<f64>,
+        cache: CacheSize,
+        layout: Layout,
+        lz4: bool,
+    ) -> Result<Self, BenchError> {
         if let Some(bpk) = bits_per_key {
             if !(bpk.is_finite() && bpk >= 1.0) {
                 return Err(
@@ -69,7 +83,7 @@ impl RocksDbStore {
                 );
             }
         }
-        let options = options(bits_per_key, cache, layout);
+        let options = options(bits_per_key, cache, layout, lz4);
         let db = DB::open(&options, &dir)?;
         Ok(RocksDbStore {
             label: label.into(),
@@ -129,7 +143,7 @@ impl RocksDbStore {
     }
 }
 
-fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout) -> Options {
+fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout, lz4: bool) -> Options {
     let mut table = BlockBasedOptions::default();
     if let Some(bpk) = bits_per_key {
         // `false`: a full filter per table, not the deprecated per-block filters.
@@ -144,7 +158,11 @@ fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout) -> Optio
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.set_block_based_table_factory(&table);
-    opts.set_compression_type(DBCompressionType::None);
+    opts.set_compression_type(if lz4 {
+        DBCompressionType::Lz4
+    } else {
+        DBCompressionType::None
+    });
     match layout {
         Layout::Flat => {
             opts.set_disable_auto_compactions(true);

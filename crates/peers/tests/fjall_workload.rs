@@ -151,3 +151,37 @@ fn fill_and_leveled_shape_on_fjall_and_bloomkv() {
         assert!((9.5..11.5).contains(&bpk), "{name}: {bpk} bits/key");
     }
 }
+
+#[test]
+fn fjall_with_lz4_answers_right_and_stores_fewer_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = small();
+    let mut bytes = Vec::new();
+    for lz4 in [false, true] {
+        let label = if lz4 { "fjall lz4" } else { "fjall" };
+        let mut store = FjallStore::create_compressed(
+            label,
+            dir.path().join(label.replace(' ', "-")),
+            FjallFilter::BitsPerKey(10.0),
+            CacheSize::Default,
+            Layout::Flat,
+            lz4,
+        )
+        .unwrap();
+        let rows = run_store(&mut store, &w, &NoProgress).unwrap();
+        check_lookups(&rows).unwrap();
+        assert_eq!(store.tables(), 3);
+        bytes.push(store.disk_bytes().unwrap());
+    }
+    // Half of every value is one repeated byte: LZ4 leaves well under 3/4 of the
+    // raw tables (about 0.6x); a store that ignored the setting would match them.
+    let (raw, lz4) = (bytes[0], bytes[1]);
+    assert!(
+        raw > 5_000 * 100,
+        "raw tables of {raw} bytes hold less than the values"
+    );
+    assert!(
+        lz4 * 4 < raw * 3,
+        "LZ4 tables {lz4} bytes against raw {raw}"
+    );
+}

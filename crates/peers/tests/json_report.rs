@@ -103,3 +103,74 @@ fn json_report_has_runs_environment_spreads_and_fills() {
     }
     assert!(json.with_extension("svg").exists());
 }
+
+/// `--lz4-rows` adds LZ4 twins whose settings say so, and `--compression lz4` is
+/// refused where some rows would stay uncompressed.
+#[test]
+fn lz4_rows_are_added_and_partial_compression_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("peers.json");
+    let tiny = [
+        "--keys",
+        "2000",
+        "--tables",
+        "2",
+        "--lookups",
+        "100",
+        "--runs",
+        "1",
+        "--filters",
+        "cache-local",
+    ];
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+        .args(tiny)
+        .args(["--no-fill", "--lz4-rows", "--dir"])
+        .arg(dir.path().join("stores"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let settings = report["settings"].as_array().unwrap();
+    let notes = |store: &str| {
+        settings
+            .iter()
+            .find(|s| s["store"] == store)
+            .unwrap_or_else(|| panic!("no setting for {store}"))["notes"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for twin in ["bloomkv cache-local lz4", "fjall lz4"] {
+        assert!(notes(twin).ends_with("LZ4 data blocks"), "{}", notes(twin));
+    }
+    for raw in ["bloomkv cache-local", "fjall"] {
+        assert!(!notes(raw).contains("LZ4"), "{}", notes(raw));
+    }
+    let summary = report["summary"].as_array().unwrap();
+    assert!(summary
+        .iter()
+        .any(|r| r["store"] == "fjall lz4" && r["phase"] == "present"));
+
+    for refused in [
+        &["--compression", "lz4"][..],
+        &["--shape", "leveled", "--lz4-rows"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+            .args(tiny)
+            .args(refused)
+            .arg("--dir")
+            .arg(dir.path().join("refused"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{refused:?} ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("lz4"), "{refused:?}: {err}");
+    }
+}
