@@ -462,8 +462,9 @@ impl TableBuilder {
 
 /// Zero bytes to write at `offset` before a block of `len` bytes so that it touches no
 /// more pages than it must: the rest of the page when the block would cross a page
-/// boundary that starting on the next one avoids, else none.
-fn padding_before(offset: u64, len: u64) -> u64 {
+/// boundary that starting on the next one avoids, else none. `verify` holds a version 5
+/// table's gaps to the same rule.
+pub(crate) fn padding_before(offset: u64, len: u64) -> u64 {
     let into_page = offset % PAGE_SIZE;
     let pages_here = (into_page + len).div_ceil(PAGE_SIZE);
     if into_page != 0 && pages_here > len.div_ceil(PAGE_SIZE) {

@@ -38,7 +38,8 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   neighbouring index separators may be equal. The properties block ends with the
 ///   name of the prefix extractor whose prefixes the filter holds.
 /// * 3: data blocks may be LZ4-compressed (trailer type 1, see `compression.rs`).
-///   Written only by a builder with compression on; otherwise tables stay version 2.
+///   Written only by a builder with compression on; otherwise tables stay version 2
+///   (or 5, when their blocks are aligned).
 /// * 4: as 3, and the properties block ends with the handle of a range filter block
 ///   (zero when there is none). Written only by a builder with a range filter, so
 ///   tables without one stay readable by builds that predate it.
@@ -47,7 +48,8 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   follow each other byte for byte. Written only by a builder that aligns.
 pub const FORMAT_VERSION: u32 = 5;
 
-/// The version a table without compressed blocks or range filter is written as.
+/// The version a table without compressed blocks, range filter or aligned blocks is
+/// written as.
 pub(crate) const UNCOMPRESSED_FORMAT_VERSION: u32 = 2;
 
 /// The version a table with compressed blocks and no range filter is written as.

@@ -1,14 +1,15 @@
 //! The sorted string table (SSTable): an immutable file of entries sorted by key.
 //!
 //! A table is written once by a [`TableBuilder`] (a flush or a compaction) and then only
-//! read, by a [`Table`]. It holds each user key at most once, in strictly increasing byte
-//! order, with the sequence number and kind (put or tombstone) of that version.
+//! read, by a [`Table`]. It holds entries in increasing user-key order, each with the
+//! sequence number and kind (put or tombstone) of its version; a key's versions follow
+//! one another newest first (format version 1 tables hold each key at most once).
 //!
 //! The file is a run of blocks followed by a fixed-size footer. Every block is followed
-//! by a 5-byte trailer (compression type and CRC-32), so every byte of the file except
-//! the footer's magic number is covered by a checksum — and the footer has its own.
-//! Nor is the zero padding that may start an uncompressed data block on a 4 KiB page
-//! boundary (format version 5): no read looks at it, and `verify` checks it is zeros.
+//! by a 5-byte trailer (compression type and CRC-32), so every byte of the file is
+//! covered by a checksum except the footer's magic number (the footer has its own) and
+//! the zero padding that may start an uncompressed data block on a 4 KiB page boundary
+//! (format version 5): no read looks at the padding, and `verify` checks it is zeros.
 //!
 //! ```text
 //!  offset 0

@@ -104,10 +104,16 @@ fn random_tables_round_trip() {
             },
             // Every third table carries a range filter too (format version 4).
             range_filter: (round % 3 == 1).then(crate::options::RangeFilterOptions::default),
-            // Aligned (format version 5) in 5 rounds of 7.
+            // Aligned in 5 rounds of 7 (format version 5 when also uncompressed).
             block_align: round % 7 < 5,
         };
         let with_range = options.range_filter.is_some();
+        let expected_version = match (&options.compression, options.block_align, with_range) {
+            (crate::options::Compression::None, true, _) => 5,
+            (crate::options::Compression::None, false, false) => 2,
+            (crate::options::Compression::Lz4, _, false) => 3,
+            (_, _, true) => 4,
+        };
         let (data, summary) = build(&entries, options);
         assert_eq!(summary.file_size, data.len() as u64);
         assert_eq!(summary.entries, entries.len() as u64);
@@ -119,6 +125,11 @@ fn random_tables_round_trip() {
 
         let (table, _, _) = open(data);
         let table = table.unwrap();
+        assert_eq!(
+            table.properties().format_version,
+            expected_version,
+            "round {round}"
+        );
         assert_eq!(table.has_filter(), with_filter);
         assert_eq!(
             *table.range_filter_state() == super::RangeFilterState::Loaded,
@@ -881,12 +892,19 @@ fn aligned_blocks_touch_as_few_pages_as_their_size_allows() {
             spans.len()
         );
 
+        let plain_blocks = spans.len();
         let (data, table) = build_with(true);
         assert_eq!(
             table.properties().format_version,
             super::footer::ALIGNED_FORMAT_VERSION
         );
         let spans = data_block_spans(&table);
+        // The tighter cap costs about one entry per block, not blocks of one entry.
+        assert!(
+            spans.len() * 2 < plain_blocks * 3,
+            "{} aligned blocks against {plain_blocks}",
+            spans.len()
+        );
         let mut per_block = vec![0usize; spans.len()];
         for (key, ..) in &entries {
             per_block[table.inner.index.find(key)] += 1;
@@ -897,8 +915,15 @@ fn aligned_blocks_touch_as_few_pages_as_their_size_allows() {
             assert_eq!(pages_touched(offset, len), len.div_ceil(PAGE_SIZE), "{at}");
             // Over `block_size` only when one entry alone is.
             assert!(len <= block_size as u64 || per_block[i] == 1, "{at}");
-            // In front of it, less than a page of zeros.
+            // In front of it, less than a page of zeros, and only where the block
+            // would have touched a page more without them.
             assert!(offset - end < PAGE_SIZE, "{at}");
+            if offset > end {
+                assert!(
+                    pages_touched(end, len) > len.div_ceil(PAGE_SIZE),
+                    "{at}: padded but fits"
+                );
+            }
             assert!(data[end as usize..offset as usize].iter().all(|&b| b == 0));
             end = offset + len;
         }

@@ -2,10 +2,11 @@
 //!
 //! Opening a table stops at the first problem; a check goes on and lists them all:
 //! every block's checksum and structure, the data blocks tiling the file up to the
-//! metadata, keys increasing across blocks and within their index separators, and the
-//! properties agreeing with what the data holds. A filter block is checked by its
-//! trailer's CRC (its own decoder is the filter policy's, used when the table opens);
-//! a range filter block by its trailer and its own decoder.
+//! metadata (in format version 5 with zero padding up to page boundaries), keys
+//! increasing across blocks and within their index separators, and the properties
+//! agreeing with what the data holds. A filter block is checked by its trailer's CRC
+//! (its own decoder is the filter policy's, used when the table opens); a range filter
+//! block by its trailer and its own decoder.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use bloomkv_filter::RangeFilterReader;
 use bytes::Bytes;
 
-use super::builder::PAGE_SIZE;
+use super::builder::padding_before;
 use super::file::TableFile;
 use super::footer::{ALIGNED_FORMAT_VERSION, FOOTER_SIZE};
 use super::index::IndexBlock;
@@ -190,13 +191,14 @@ struct Layout {
     padded: bool,
 }
 
-/// Whether the `len` bytes at `offset` in front of a block are padding: fewer than a
-/// page, ending on a page boundary, all zero.
-fn is_padding(file: &TableFile, offset: u64, len: u64) -> bool {
-    len < PAGE_SIZE
-        && (offset + len).is_multiple_of(PAGE_SIZE)
+/// Whether the `gap` bytes at `offset`, in front of a block of `block_len` bytes
+/// (trailer included), are the padding the builder writes: exactly what the block
+/// needed to touch no more pages than it must (so fewer than a page, ending on a page
+/// boundary), all zero.
+fn is_padding(file: &TableFile, offset: u64, gap: u64, block_len: u64) -> bool {
+    gap == padding_before(offset, block_len)
         && file
-            .read(offset, len as usize)
+            .read(offset, gap as usize)
             .is_ok_and(|bytes| bytes.iter().all(|&b| b == 0))
 }
 
@@ -221,7 +223,14 @@ fn check_data_blocks(
         };
         let padded = layout.padded
             && h.offset > expected_offset
-            && is_padding(file, expected_offset, h.offset - expected_offset);
+            && h.end().is_some_and(|end| {
+                is_padding(
+                    file,
+                    expected_offset,
+                    h.offset - expected_offset,
+                    end - h.offset,
+                )
+            });
         if h.offset != expected_offset && !padded {
             report(
                 BlockKind::Index,
@@ -230,7 +239,8 @@ fn check_data_blocks(
                     "data block {i} starts at {} but the previous ends at {expected_offset}{}",
                     h.offset,
                     if layout.padded {
-                        " (and the bytes between are not zero padding to a page boundary)"
+                        " (and the bytes between are not the zero padding that block needs to \
+                         start a page)"
                     } else {
                         ""
                     }
