@@ -54,4 +54,8 @@ impl<S: BenchStore> BenchStore for Labeled<S> {
     fn drop_caches(&self) {
         self.inner.drop_caches()
     }
+
+    fn disk_bytes(&self) -> Option<u64> {
+        self.inner.disk_bytes()
+    }
 }

@@ -275,6 +275,12 @@ impl BenchStore for RocksDbStore {
     fn drop_caches(&self) {
         page_cache::drop_dir(&self.dir);
     }
+
+    /// The live table files' sizes, as RocksDB reports them.
+    fn disk_bytes(&self) -> Option<u64> {
+        let files = self.db.as_ref()?.live_files().ok()?;
+        Some(files.iter().map(|f| f.size as u64).sum())
+    }
 }
 
 /// RocksDB's bits per key in thousandths, as its Bloom policy rounds them.

@@ -157,6 +157,24 @@ fn lz4_rows_are_added_and_partial_compression_is_refused() {
     assert!(summary
         .iter()
         .any(|r| r["store"] == "fjall lz4" && r["phase"] == "present"));
+    // Each twin's tables are well under its raw row's: compression is really on.
+    let table_bytes = |store: &str| {
+        report["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["filter"] == store && r["phase"] == "absent")
+            .unwrap_or_else(|| panic!("no row for {store}"))["table_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{store} reports no table bytes"))
+    };
+    for raw in ["bloomkv cache-local", "fjall"] {
+        let (plain, lz4) = (table_bytes(raw), table_bytes(&format!("{raw} lz4")));
+        assert!(
+            lz4 * 4 < plain * 3,
+            "{raw}: {lz4} bytes with LZ4, {plain} without"
+        );
+    }
 
     for refused in [
         &["--compression", "lz4"][..],
