@@ -3,25 +3,17 @@
 
 use std::process::Command;
 
-#[test]
-fn json_report_has_runs_environment_spreads_and_fills() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("peers.json");
+/// A workload small enough for a test.
+const TINY: [&str; 6] = ["--keys", "2000", "--tables", "2", "--lookups", "100"];
+
+/// Runs `bloomkv-peers` with `args`, its stores and report under `dir`, and returns
+/// the report.
+fn run_with_json(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let json = dir.join("peers.json");
     let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
-        .args([
-            "--keys",
-            "2000",
-            "--tables",
-            "2",
-            "--lookups",
-            "100",
-            "--runs",
-            "2",
-            "--filters",
-            "none,cache-local",
-            "--dir",
-        ])
-        .arg(dir.path().join("stores"))
+        .args(args)
+        .arg("--dir")
+        .arg(dir.join("stores"))
         .arg("--json")
         .arg(&json)
         .output()
@@ -31,8 +23,16 @@ fn json_report_has_runs_environment_spreads_and_fills() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn json_report_has_runs_environment_spreads_and_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_with_json(
+        dir.path(),
+        &[&TINY[..], &["--runs", "2", "--filters", "none,cache-local"]].concat(),
+    );
 
     assert_eq!(report["runs"], 2);
     assert_eq!(report["shape"], "flat");
@@ -101,7 +101,7 @@ fn json_report_has_runs_environment_spreads_and_fills() {
         assert_eq!(f["runs"], 2);
         assert!(f["ns_per_put"]["median"].as_f64().unwrap() > 0.0);
     }
-    assert!(json.with_extension("svg").exists());
+    assert!(dir.path().join("peers.svg").exists());
 }
 
 /// `--lz4-rows` adds LZ4 twins whose settings say so, and `--compression lz4` is
@@ -109,34 +109,11 @@ fn json_report_has_runs_environment_spreads_and_fills() {
 #[test]
 fn lz4_rows_are_added_and_partial_compression_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("peers.json");
-    let tiny = [
-        "--keys",
-        "2000",
-        "--tables",
-        "2",
-        "--lookups",
-        "100",
-        "--runs",
-        "1",
-        "--filters",
-        "cache-local",
-    ];
-    let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
-        .args(tiny)
-        .args(["--no-fill", "--lz4-rows", "--dir"])
-        .arg(dir.path().join("stores"))
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let tiny = [&TINY[..], &["--runs", "1", "--filters", "cache-local"]].concat();
+    let report = run_with_json(
+        dir.path(),
+        &[&tiny[..], &["--no-fill", "--lz4-rows"]].concat(),
     );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let settings = report["settings"].as_array().unwrap();
     let notes = |store: &str| {
         settings
@@ -181,7 +158,7 @@ fn lz4_rows_are_added_and_partial_compression_is_refused() {
         &["--shape", "leveled", "--lz4-rows"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
-            .args(tiny)
+            .args(&tiny)
             .args(refused)
             .arg("--dir")
             .arg(dir.path().join("refused"))
