@@ -17,7 +17,7 @@
 //!   (32 MiB) unless the row says otherwise.
 //!
 //! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) everything but
-//! compression (off unless asked for), the cache and, for the leveled shape, the memtable and table
+//! compression (off), the cache and, for the leveled shape, the memtable and table
 //! sizes stays at fjall's defaults, pinning included.
 //!
 //! fjall counts its read path only when built with its `metrics` feature, which adds

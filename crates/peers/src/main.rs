@@ -564,6 +564,13 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     if cli.lz4_rows && args.shape != "flat" {
         return Err("--lz4-rows adds rows to the flat shape only".into());
     }
+    if cli.lz4_rows && args.compression == "lz4" {
+        return Err(
+            "--lz4-rows adds LZ4 twins of raw rows: with --compression lz4 every row is \
+             LZ4 already"
+                .into(),
+        );
+    }
     let units = units(args, parts, cli.lz4_rows)?;
     let fjall_metrics = cfg!(feature = "fjall-metrics");
     println!(

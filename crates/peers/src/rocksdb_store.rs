@@ -16,7 +16,7 @@
 //!   HyperClockCache) unless the row gives a size, then a HyperClockCache of it.
 //!
 //! With compaction on ([`Layout::Defaults`], [`Layout::SmallLevels`]) the options are
-//! RocksDB's defaults but for the filter, compression (off unless asked for) and, for the leveled
+//! RocksDB's defaults but for the filter, compression (off) and, for the leveled
 //! shape, the memtable, table and level-1 sizes.
 //!
 //! Its statistics give the counters, at `StatsLevel::ExceptTimers` (no clock read on

@@ -156,6 +156,7 @@ fn lz4_rows_are_added_and_partial_compression_is_refused() {
     for refused in [
         &["--compression", "lz4"][..],
         &["--shape", "leveled", "--lz4-rows"],
+        &["--no-fill", "--compression", "lz4", "--lz4-rows"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
             .args(&tiny)
