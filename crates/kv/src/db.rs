@@ -479,8 +479,7 @@ impl Db {
     /// ```
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> ScanIter {
         let (start, end) = own_bounds(&range);
-        let read_seq = self.inner.visible_seq();
-        self.inner.scan_at(start, end, read_seq, None)
+        self.inner.scan_at(start, end, None, None)
     }
 
     /// Iterates over the live keys starting with `prefix`, in key order (a
@@ -517,8 +516,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> ScanIter {
-        let read_seq = self.inner.visible_seq();
-        self.inner.scan_prefix_at(prefix.as_ref(), read_seq)
+        self.inner.scan_prefix_at(prefix.as_ref(), None)
     }
 
     /// A consistent view of the store as it is now, for reads that must not see later
@@ -882,19 +880,29 @@ impl Inner {
         Ok(found?.and_then(Hit::live_value))
     }
 
-    /// A scan of `start..end` as of `read_seq`. `prefix`: every key in the range has
-    /// this prefix of the store's extractor, so tables whose filter rules it out are
-    /// left out. Without one, a range whose two bounds share a prefix gets the same.
+    /// A scan of `start..end` as of a snapshot's `read_seq`, or as of now for `None`.
+    /// `prefix`: every key in the range has this prefix of the store's extractor, so
+    /// tables whose filter rules it out are left out. Without one, a range whose two
+    /// bounds share a prefix gets the same.
     pub(crate) fn scan_at(
         &self,
         start: Bound<Bytes>,
         end: Bound<Bytes>,
-        read_seq: SeqNo,
+        read_seq: Option<SeqNo>,
         prefix: Option<&[u8]>,
     ) -> ScanIter {
-        // The view after the sequence number is fine here: tables flushed meanwhile
-        // hold newer writes too, and the scan reads versions at `read_seq` only.
+        // The view first, then "now", as `get` does. A snapshot's number is registered,
+        // so every flush and compaction since kept the versions it sees, and any later
+        // view serves it. An unregistered number read before the view is not safe: a
+        // compaction finishing in between keeps only the newest version of each key,
+        // which may be newer than that number, and the scan would then fall through to
+        // an older version in another table and go back in time. Read after the view,
+        // the number is at least every version the view's tables hold, so whatever a
+        // compaction dropped was shadowed by a version the scan sees.
         let view = self.current();
+        #[cfg(test)]
+        tests::between_scan_loads();
+        let read_seq = read_seq.unwrap_or_else(|| self.visible_seq());
         let extractor = self.options.prefix_extractor.as_deref();
         let prefix = prefix.or_else(|| match (extractor, &start, &end) {
             (
@@ -925,8 +933,8 @@ impl Inner {
         ScanIter::new(mems, tables, read_seq, start, end)
     }
 
-    /// The keys starting with `prefix`, as of `read_seq`.
-    pub(crate) fn scan_prefix_at(&self, prefix: &[u8], read_seq: SeqNo) -> ScanIter {
+    /// The keys starting with `prefix`, as of `read_seq` (see [`Inner::scan_at`]).
+    pub(crate) fn scan_prefix_at(&self, prefix: &[u8], read_seq: Option<SeqNo>) -> ScanIter {
         let start = Bound::Included(Bytes::copy_from_slice(prefix));
         let end = match prefix_successor(prefix) {
             Some(e) => Bound::Excluded(Bytes::from(e)),
@@ -1741,5 +1749,70 @@ pub(crate) fn file_number(name: &str) -> Option<u64> {
     match parse_file_name(name)? {
         FileKind::Table(n) | FileKind::TempTable(n) | FileKind::Wal(n) => Some(n),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    thread_local! {
+        /// What a test lets happen between a scan's two loads, once.
+        static PAUSE: RefCell<Option<Box<dyn FnOnce()>>> = const { RefCell::new(None) };
+    }
+
+    /// Runs what a test queued for the gap between a scan's view and its sequence
+    /// number (`Inner::scan_at`), as a scan thread descheduled there would let it.
+    pub(super) fn between_scan_loads() {
+        if let Some(f) = PAUSE.with(|p| p.borrow_mut().take()) {
+            f();
+        }
+    }
+
+    /// A scan must not go back in time however long it is held up between its two
+    /// loads. In the gap a newer version is written, flushed and compacted with the
+    /// older one away (no snapshot asks for it). Reading the number after the view,
+    /// the scan sees the version its view holds or the newer one; reading it before
+    /// (as `Db::scan` once did), it would find only a version newer than its number
+    /// and return nothing: the failure `tests/fresh_reads.rs` caught under load.
+    #[test]
+    fn a_compaction_between_a_scans_two_loads_does_not_send_it_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            disable_auto_compaction: true,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(dir.path(), options).unwrap());
+        db.put("k", "v0").unwrap();
+        db.flush().unwrap();
+        for (round, prefix) in [(1, false), (2, true)] {
+            let before = format!("v{}", round - 1);
+            let after = format!("v{round}");
+            let writer = Arc::clone(&db);
+            let newer = after.clone();
+            PAUSE.with(|p| {
+                *p.borrow_mut() = Some(Box::new(move || {
+                    writer.put("k", newer).unwrap();
+                    writer.flush().unwrap();
+                    writer.compact().unwrap();
+                }))
+            });
+            let scan = if prefix {
+                db.scan_prefix("k")
+            } else {
+                db.scan::<&str, _>(..)
+            };
+            let seen: Vec<Bytes> = scan.map(|kv| kv.unwrap().1).collect();
+            assert!(
+                PAUSE.with(|p| p.borrow().is_none()),
+                "the pause did not run"
+            );
+            assert!(
+                seen == [before.as_str()] || seen == [after.as_str()],
+                "round {round}: the scan saw {seen:?}"
+            );
+        }
     }
 }

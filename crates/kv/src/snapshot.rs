@@ -162,7 +162,7 @@ impl Snapshot {
     /// ```
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> ScanIter {
         let (start, end) = own_bounds(&range);
-        self.held.db.scan_at(start, end, self.held.seq, None)
+        self.held.db.scan_at(start, end, Some(self.held.seq), None)
     }
 
     /// The live keys starting with `prefix` as of the snapshot (see
@@ -180,6 +180,8 @@ impl Snapshot {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> ScanIter {
-        self.held.db.scan_prefix_at(prefix.as_ref(), self.held.seq)
+        self.held
+            .db
+            .scan_prefix_at(prefix.as_ref(), Some(self.held.seq))
     }
 }
