@@ -1119,31 +1119,16 @@ impl Inner {
         let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
         let mut added: Vec<(usize, Arc<TableHandle>)> = Vec::new();
-        while merged.peek().is_some() {
-            // A long compaction must not hold writers up: a memtable frozen meanwhile
-            // is flushed between two output tables. Its L0 table is newer than every
-            // input and is not one, so the merge below is unaffected.
-            while self.flush_oldest(maint)? {}
-            // Nor a closing store: its background work is dropped between two output
-            // tables. The inputs stay live; the outputs so far are in no manifest, and
-            // their files go with their last handle.
-            if self.closing() {
-                for (_, h) in &added {
-                    h.table.mark_obsolete();
-                }
-                return Ok(());
+        let written =
+            self.write_outputs(maint, &mut merged, output_level, (&removed, incoming), &mut added);
+        if !matches!(written, Ok(true)) {
+            // An error, or a closing store: the inputs stay live, and the outputs so
+            // far are in no manifest, so their files go with their last handle (here)
+            // rather than wait in the directory for the next open to set them aside.
+            for (_, h) in &added {
+                h.table.mark_obsolete();
             }
-            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
-            let target = self.options.target_file_size;
-            let chunk = ChunkUntil {
-                inner: &mut merged,
-                written: 0,
-                target,
-                last_key: None,
-            };
-            if let Some(h) = self.build_table(number, output_level, (&removed, incoming), chunk)? {
-                added.push((output_level, Arc::new(h)));
-            }
+            return written.map(|_| ());
         }
         // The edit applies to the current version, which may hold tables flushed
         // during the merge, and the oldest WAL still needed is read now: a flush may
@@ -1162,6 +1147,41 @@ impl Inner {
         })?;
         self.notify_progress();
         Ok(())
+    }
+
+    /// Writes the merge into tables on `output_level`, split at the target size,
+    /// pushing each onto `added`; `Ok(false)` if the store began closing first.
+    fn write_outputs(
+        &self,
+        maint: &mut Maint,
+        merged: &mut std::iter::Peekable<impl Iterator<Item = Result<Entry>>>,
+        output_level: usize,
+        (removed, incoming): (&[u64], u64),
+        added: &mut Vec<(usize, Arc<TableHandle>)>,
+    ) -> Result<bool> {
+        while merged.peek().is_some() {
+            // A long compaction must not hold writers up: a memtable frozen meanwhile
+            // is flushed between two output tables. Its L0 table is newer than every
+            // input and is not one, so the merge below is unaffected.
+            while self.flush_oldest(maint)? {}
+            // Nor a closing store: its background work is dropped between two output
+            // tables.
+            if self.closing() {
+                return Ok(false);
+            }
+            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+            let target = self.options.target_file_size;
+            let chunk = ChunkUntil {
+                inner: merged,
+                written: 0,
+                target,
+                last_key: None,
+            };
+            if let Some(h) = self.build_table(number, output_level, (removed, incoming), chunk)? {
+                added.push((output_level, Arc::new(h)));
+            }
+        }
+        Ok(true)
     }
 
     fn compact_all(&self, maint: &mut Maint) -> Result<()> {

@@ -210,3 +210,72 @@ fn a_table_build_that_fills_the_disk_removes_its_temp_file_at_once() {
     eprintln!("the disk filled at {points} points of one flush");
     assert!(points >= 10, "the flush made {points} appends");
 }
+
+#[test]
+fn a_compaction_that_fills_the_disk_removes_the_tables_it_wrote_at_once() {
+    // Two overlapping tables merged into outputs of 8 KiB: the disk fills when the
+    // compaction creates its second, third, ... output, after the ones before it were
+    // written whole. None is in a manifest; each must go at once, not wait for the next
+    // open to set it aside.
+    let mut points = 0;
+    for full_at in 2.. {
+        let mem = MemFileSystem::new();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        let options = Options {
+            disable_auto_compaction: true,
+            memtable_size: 1 << 20,
+            target_file_size: 8 << 10,
+            ..opts(&fs)
+        };
+        let db = Db::open(DIR, options.clone()).unwrap();
+        for round in 0..2u32 {
+            for i in 0..600u32 {
+                db.put(format!("key{i:06}"), value(round * 1000 + i)).unwrap();
+            }
+            db.flush().unwrap();
+        }
+        let before = table_files(&mem);
+        fs.set_plan(FaultPlan::nth(full_at, &[OpKind::Create], Fault::NoSpace));
+        let compacted = db.compact();
+        if !fs.fired() {
+            compacted.unwrap();
+            break;
+        }
+        points += 1;
+        let e = compacted.unwrap_err();
+        assert!(e.to_string().contains("space"), "create {full_at}: {e}");
+        assert_eq!(
+            table_files(&mem),
+            before,
+            "create {full_at}: only the compaction's inputs, still live, are left"
+        );
+        drop(db);
+        fs.set_plan(FaultPlan::none());
+        let db = Db::open(DIR, options).unwrap();
+        assert!(
+            db.recovery_report().tables_moved_aside.is_empty(),
+            "create {full_at}: nothing left over for open to set aside"
+        );
+        for i in (0..600u32).step_by(7) {
+            assert_eq!(
+                db.get(format!("key{i:06}")).unwrap().as_deref(),
+                Some(value(1000 + i).as_bytes()),
+                "create {full_at}"
+            );
+        }
+    }
+    eprintln!("the disk filled at {points} output tables of one compaction");
+    assert!(points >= 2, "the compaction wrote {points} + 1 tables");
+}
+
+/// The table files in the store's directory, sorted.
+fn table_files(fs: &MemFileSystem) -> Vec<String> {
+    let mut names: Vec<String> = fs
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    names.sort();
+    names
+}
