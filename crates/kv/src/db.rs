@@ -1119,8 +1119,13 @@ impl Inner {
         let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
         let mut added: Vec<(usize, Arc<TableHandle>)> = Vec::new();
-        let written =
-            self.write_outputs(maint, &mut merged, output_level, (&removed, incoming), &mut added);
+        let written = self.write_outputs(
+            maint,
+            &mut merged,
+            output_level,
+            (&removed, incoming),
+            &mut added,
+        );
         if !matches!(written, Ok(true)) {
             // An error, or a closing store: the inputs stay live, and the outputs so
             // far are in no manifest, so their files go with their last handle (here)

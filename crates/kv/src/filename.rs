@@ -17,9 +17,16 @@
 //! File numbers come from one counter (`next_file_number` in the manifest), so a
 //! table and a log never share a number. Numbers are printed with at least six digits;
 //! larger numbers simply print wider. A name parses only if it is exactly what this
-//! module would print (`42.sst` or `0000042.sst` are not the store's files).
+//! module would print (`42.sst` or `0000042.sst` are not the store's files) and its
+//! number is at most [`MAX_FILE_NUMBER`], which the counter never reaches.
 
 use std::path::{Path, PathBuf};
+
+/// The largest file number a store uses or recognizes: `2^63 - 1`, beyond reach, so
+/// that `+ 1` on the highest number in a directory cannot overflow. A file named with
+/// a larger number is not the store's (open and repair leave it alone), and a manifest
+/// whose `next_file_number` exceeds it is corrupt.
+pub const MAX_FILE_NUMBER: u64 = u64::MAX >> 1;
 
 /// The manifest's file name.
 pub const MANIFEST: &str = "MANIFEST";
@@ -135,7 +142,7 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
     }
     let number: u64 = stem.parse().ok()?;
     // Only the canonical spelling is ours: reject "42" and "0000042" for 42.
-    if format!("{number:06}") != stem {
+    if format!("{number:06}") != stem || number > MAX_FILE_NUMBER {
         return None;
     }
     Some(make(number))
@@ -147,7 +154,7 @@ mod tests {
 
     #[test]
     fn every_built_name_parses_back() {
-        for n in [0, 1, 42, 999_999, 1_000_000, u64::MAX] {
+        for n in [0, 1, 42, 999_999, 1_000_000, MAX_FILE_NUMBER] {
             assert_eq!(
                 parse_file_name(&table_file_name(n)),
                 Some(FileKind::Table(n))
@@ -161,6 +168,15 @@ mod tests {
         assert_eq!(parse_file_name(MANIFEST), Some(FileKind::Manifest));
         assert_eq!(parse_file_name(MANIFEST_TMP), Some(FileKind::ManifestTemp));
         assert_eq!(parse_file_name(LOCK), Some(FileKind::Lock));
+    }
+
+    #[test]
+    fn numbers_past_the_ceiling_are_not_ours() {
+        for n in [MAX_FILE_NUMBER + 1, u64::MAX] {
+            assert_eq!(parse_file_name(&table_file_name(n)), None);
+            assert_eq!(parse_file_name(&temp_table_file_name(n)), None);
+            assert_eq!(parse_file_name(&wal_file_name(n)), None);
+        }
     }
 
     #[test]

@@ -40,9 +40,11 @@
 //! the magic, the checksum, the version, the table count against the bytes present
 //! (each table takes at least 44 bytes) before allocating, every key length against the
 //! bytes that remain, that no byte follows the last table, and the state's invariants:
-//! `level < MAX_LEVELS`, `smallest <= largest`, table numbers unique and below
-//! `next_file_number`, `wal_number` below `next_file_number` and not a table's number,
-//! and every table's `max_seq <= last_sequence`. Any failure is [`Error::Corruption`]
+//! `next_file_number <= MAX_FILE_NUMBER` and `last_sequence <= MAX_SEQ` (ceilings no
+//! store reaches, so that counting on from them cannot overflow), `level < MAX_LEVELS`,
+//! `smallest <= largest`, table numbers unique and below `next_file_number`,
+//! `wal_number` below `next_file_number` and not a table's number, and every table's
+//! `max_seq <= last_sequence`. Any failure is [`Error::Corruption`]
 //! naming the file. [`write_manifest`] refuses a state that breaks an invariant
 //! ([`Error::InvalidArgument`]) rather than make it durable.
 
@@ -54,9 +56,9 @@ use byteorder::{ByteOrder, LittleEndian};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filename::{manifest_path, manifest_tmp_path};
+use crate::filename::{manifest_path, manifest_tmp_path, MAX_FILE_NUMBER};
 use crate::fs::FileSystem;
-use crate::types::SeqNo;
+use crate::types::{SeqNo, MAX_SEQ};
 
 /// The first eight bytes of every manifest.
 pub const MAGIC: [u8; 8] = *b"BKVMANIF";
@@ -239,6 +241,18 @@ impl ManifestState {
 
     /// Checks the invariants listed in the module docs; the reason on failure.
     fn validate(&self) -> std::result::Result<(), String> {
+        if self.next_file_number > MAX_FILE_NUMBER {
+            return Err(format!(
+                "next file number {} is above the ceiling {MAX_FILE_NUMBER}",
+                self.next_file_number
+            ));
+        }
+        if self.last_sequence > MAX_SEQ {
+            return Err(format!(
+                "last sequence {} is above the ceiling {MAX_SEQ}",
+                self.last_sequence
+            ));
+        }
         if self.wal_number >= self.next_file_number {
             return Err(format!(
                 "wal number {} is not below next file number {}",
@@ -545,6 +559,17 @@ mod tests {
             (
                 ManifestState::new(20, 29, 11, vec![table(1, 3, "a", "b")]),
                 "max_seq",
+            ),
+            // Past the ceilings: counting on from them could overflow.
+            (ManifestState::new(u64::MAX, 500, 11, Vec::new()), "ceiling"),
+            (
+                ManifestState::new(MAX_FILE_NUMBER + 1, 500, 11, Vec::new()),
+                "ceiling",
+            ),
+            (ManifestState::new(20, u64::MAX, 11, Vec::new()), "ceiling"),
+            (
+                ManifestState::new(20, MAX_SEQ + 1, 11, Vec::new()),
+                "ceiling",
             ),
         ];
         for (state, needle) in cases {

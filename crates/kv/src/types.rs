@@ -5,6 +5,12 @@ use bytes::Bytes;
 /// A global, monotonically increasing write number: newer writes have larger numbers.
 pub type SeqNo = u64;
 
+/// The largest sequence number a store gives a write or accepts from its files:
+/// `2^63 - 1`, beyond reach (a write every nanosecond for 290 years), so that `+ 1` on
+/// any number a file supplies cannot overflow. A log record or manifest past it is
+/// corrupt.
+pub const MAX_SEQ: SeqNo = u64::MAX >> 1;
+
 /// Whether an entry sets a value or deletes the key (a tombstone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]

@@ -37,7 +37,7 @@ use bytes::Bytes;
 use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
 use crate::options::{MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
-use crate::types::{Entry, SeqNo, ValueKind};
+use crate::types::{Entry, SeqNo, ValueKind, MAX_SEQ};
 
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
 pub const HEADER_LEN: usize = 12;
@@ -201,7 +201,7 @@ impl WriteBatch {
     /// number `base_seq`, consuming the batch (no copy).
     ///
     /// Fails with [`Error::InvalidArgument`] if the batch holds more than `u32::MAX`
-    /// operations or `base_seq + len` overflows.
+    /// operations or `base_seq + len` passes [`MAX_SEQ`](crate::types::MAX_SEQ).
     pub fn into_payload(mut self, base_seq: SeqNo) -> Result<Bytes> {
         self.write_header(base_seq)?;
         Ok(Bytes::from(self.rep))
@@ -225,6 +225,13 @@ impl WriteBatch {
     }
 }
 
+/// `base_seq + count`, the number after a batch's last, if it stays within
+/// [`MAX_SEQ`]: the one rule for writing a batch and for trusting one read back, so
+/// that whoever counts on from a recovered batch cannot overflow.
+fn seq_end(base_seq: SeqNo, count: u64) -> Option<SeqNo> {
+    base_seq.checked_add(count).filter(|end| *end <= MAX_SEQ)
+}
+
 fn write_header(rep: &mut [u8], base_seq: SeqNo, count: u64) -> Result<()> {
     let count32 = u32::try_from(count).map_err(|_| {
         Error::InvalidArgument(format!(
@@ -232,9 +239,9 @@ fn write_header(rep: &mut [u8], base_seq: SeqNo, count: u64) -> Result<()> {
             u32::MAX
         ))
     })?;
-    if base_seq.checked_add(count).is_none() {
+    if seq_end(base_seq, count).is_none() {
         return Err(Error::InvalidArgument(format!(
-            "sequence numbers exhausted: {base_seq} + {count} overflows"
+            "sequence numbers exhausted: {base_seq} + {count} passes {MAX_SEQ}"
         )));
     }
     // `rep` always starts with the reserved header.
@@ -304,7 +311,7 @@ impl DecodedBatch {
 ///
 /// Keys and values are zero-copy slices of `payload`. Any inconsistency (short
 /// header, a count the bytes cannot hold, a length past the end, an unknown kind,
-/// bytes after the last op, sequence numbers that overflow) is
+/// bytes after the last op, sequence numbers past `MAX_SEQ`) is
 /// [`Error::Corruption`].
 pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
     let mut ops = Vec::new();
@@ -359,9 +366,9 @@ fn walk(
             "count {count} cannot fit in {body} bytes of operations"
         )));
     }
-    if base_seq.checked_add(count as u64).is_none() {
+    if seq_end(base_seq, count as u64).is_none() {
         return Err(corrupt(format!(
-            "sequence numbers overflow: base {base_seq} + count {count}"
+            "sequence numbers past {MAX_SEQ}: base {base_seq} + count {count}"
         )));
     }
     let mut pos = HEADER_LEN;
@@ -515,11 +522,10 @@ mod tests {
         let mut batch = WriteBatch::new();
         batch.put("a", "b");
         batch.put("c", "d");
-        assert!(matches!(
-            batch.encode(u64::MAX),
-            Err(Error::InvalidArgument(_))
-        ));
-        assert!(batch.encode(u64::MAX - 2).is_ok());
+        for base in [u64::MAX, MAX_SEQ - 1] {
+            assert!(matches!(batch.encode(base), Err(Error::InvalidArgument(_))));
+        }
+        assert!(batch.encode(MAX_SEQ - 2).is_ok());
     }
 
     #[test]
@@ -568,6 +574,23 @@ mod tests {
         let mut payload = vec![0xff; 8];
         payload.extend_from_slice(&[2, 0, 0, 0, 0, 1, b'k', 0, 1, b'j']);
         assert_corrupt(&payload);
+        // Past the ceiling without overflowing, even with no operation: recovery
+        // counts on from a batch's base.
+        for (base, count) in [(u64::MAX, 0u32), (MAX_SEQ + 1, 0), (MAX_SEQ, 1)] {
+            let mut payload = base.to_le_bytes().to_vec();
+            payload.extend_from_slice(&count.to_le_bytes());
+            if count == 1 {
+                payload.extend_from_slice(&[0, 1, b'k']);
+            }
+            assert!(
+                assert_corrupt(&payload).contains("past"),
+                "base {base} count {count}"
+            );
+        }
+        let mut payload = (MAX_SEQ - 1).to_le_bytes().to_vec();
+        payload.extend_from_slice(&1u32.to_le_bytes());
+        payload.extend_from_slice(&[0, 1, b'k']);
+        assert!(decode(&Bytes::from(payload), path()).is_ok());
     }
 
     #[derive(Debug, Clone)]

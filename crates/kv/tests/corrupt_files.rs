@@ -415,3 +415,79 @@ fn a_missing_table_or_manifest_is_corruption_naming_it() {
         assert_eq!(&got, &fx.expected[&tkey(i)]);
     }
 }
+
+/// Numbers a file supplies (a sequence number, a file number) are counted on from at
+/// open: past their ceilings (`MAX_SEQ`, `MAX_FILE_NUMBER`, 2^63 - 1) they are refused
+/// as corruption, or the file is not the store's, and open never overflows.
+#[test]
+fn numbers_past_their_ceilings_are_refused_not_counted_on_from() {
+    use bloomkv_kv::filename::{manifest_path, wal_file_name, MAX_FILE_NUMBER};
+    use bloomkv_kv::manifest::{read_manifest, ManifestState};
+
+    let fresh = || {
+        let fs = MemFileSystem::new();
+        let db = Db::open(DIR, options(&fs)).unwrap();
+        db.put("a", "1").unwrap();
+        db.flush().unwrap();
+        db.close().unwrap();
+        let state = read_manifest(&fs, Path::new(DIR)).unwrap().unwrap();
+        (fs, state)
+    };
+    let open = |fs: &MemFileSystem| {
+        let fs = fs.clone();
+        std::panic::catch_unwind(move || Db::open(DIR, options(&fs)))
+            .unwrap_or_else(|_| panic!("open panicked"))
+    };
+
+    // A manifest whose checksum holds, with a number past its ceiling.
+    let manifest = manifest_path(Path::new(DIR));
+    for (next_file, last_seq) in [
+        (u64::MAX, None),
+        (MAX_FILE_NUMBER + 1, None),
+        (0, Some(u64::MAX)),
+    ] {
+        let (fs, s) = fresh();
+        let bad = ManifestState::new(
+            next_file.max(s.next_file_number()),
+            last_seq.unwrap_or(s.last_sequence()),
+            s.wal_number(),
+            s.tables().to_vec(),
+        );
+        fs.set_file_bytes(&manifest, bad.encode());
+        match open(&fs) {
+            Err(e) => assert!(is_corruption_of(&e, &manifest), "{e:?}"),
+            Ok(_) => panic!("a manifest past a ceiling opened ({next_file}, {last_seq:?})"),
+        }
+    }
+
+    // A log record, checksums valid, of an empty batch numbered u64::MAX: the log's
+    // last record, so the default recovery drops it as a torn tail; either way the
+    // store never counts on from it.
+    let (fs, s) = fresh();
+    let mut payload = u64::MAX.to_le_bytes().to_vec();
+    payload.extend_from_slice(&0u32.to_le_bytes());
+    let mut log = Vec::new();
+    bloomkv_kv::wal::encode_record(&payload, &mut log);
+    fs.set_file_bytes(&Path::new(DIR).join(wal_file_name(s.wal_number())), log);
+    match open(&fs) {
+        Err(e) => assert!(matches!(e, Error::Corruption { .. }), "{e:?}"),
+        Ok(db) => {
+            db.put("b", "2").unwrap();
+            assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+            assert_eq!(db.get("b").unwrap().as_deref(), Some(&b"2"[..]));
+        }
+    }
+
+    // A file named with a number past the ceiling is not the store's: open leaves it
+    // alone and numbers its own files as before.
+    let (fs, _) = fresh();
+    let stray = Path::new(DIR).join(wal_file_name(u64::MAX));
+    fs.set_file_bytes(&stray, b"not ours".to_vec());
+    let db = open(&fs).unwrap();
+    db.put("b", "2").unwrap();
+    db.flush().unwrap();
+    drop(db);
+    let db = open(&fs).unwrap();
+    assert_eq!(db.get("b").unwrap().as_deref(), Some(&b"2"[..]));
+    assert_eq!(fs.read_all(&stray).unwrap(), b"not ours");
+}
