@@ -230,7 +230,8 @@ fn a_compaction_that_fills_the_disk_removes_the_tables_it_wrote_at_once() {
         let db = Db::open(DIR, options.clone()).unwrap();
         for round in 0..2u32 {
             for i in 0..600u32 {
-                db.put(format!("key{i:06}"), value(round * 1000 + i)).unwrap();
+                db.put(format!("key{i:06}"), value(round * 1000 + i))
+                    .unwrap();
             }
             db.flush().unwrap();
         }
