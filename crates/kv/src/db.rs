@@ -941,8 +941,13 @@ impl Inner {
             None => Bound::Unbounded,
         };
         let extractor = self.options.prefix_extractor.as_deref();
-        // A prefix longer than the extractor's: its keys all share its leading part.
-        let filter_prefix = extractor.and_then(|x| x.prefix_of(prefix));
+        // Only where the extractor promises that every key starting with `prefix` has
+        // the prefix it extracts from `prefix` (a fixed-length one at least as long):
+        // the extractor's contract alone does not, and asking the filter about a
+        // shorter prefix than the keys' would skip tables holding them.
+        let filter_prefix = extractor
+            .filter(|x| x.covers_extensions(prefix))
+            .and_then(|x| x.prefix_of(prefix));
         self.scan_at(start, end, read_seq, filter_prefix)
     }
 

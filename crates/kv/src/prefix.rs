@@ -49,6 +49,19 @@ pub trait PrefixExtractor: Send + Sync + fmt::Debug {
     fn prefix_of<'a>(&self, key: &'a [u8]) -> Option<&'a [u8]> {
         self.in_domain(key).then(|| self.transform(key))
     }
+
+    /// Whether every key that starts with `prefix` is in the domain with the prefix
+    /// `transform(prefix)`: what lets [`Db::scan_prefix`](crate::Db::scan_prefix) ask
+    /// each table's filter about that prefix. The contract above does not imply it: an
+    /// extractor taking "the first 3 bytes, or the whole key if shorter" maps `ab` to
+    /// `ab` but `abc1` to `abc`, so a filter asked about `ab` would wrongly rule out a
+    /// table holding `abc1`. `false`, the default, is always safe: such a prefix scan
+    /// reads every table its range touches (a range whose two bounds share a prefix
+    /// still uses the filter, which the contract does make safe).
+    fn covers_extensions(&self, prefix: &[u8]) -> bool {
+        let _ = prefix;
+        false
+    }
 }
 
 /// The first `n` bytes of a key are its prefix; shorter keys have none.
@@ -98,6 +111,11 @@ impl PrefixExtractor for FixedPrefix {
     fn transform<'a>(&self, key: &'a [u8]) -> &'a [u8] {
         &key[..self.len.min(key.len())]
     }
+
+    /// A prefix at least `len` long: its extensions share its first `len` bytes.
+    fn covers_extensions(&self, prefix: &[u8]) -> bool {
+        prefix.len() >= self.len
+    }
 }
 
 /// The smallest key greater than every key starting with `prefix`, or `None` if there
@@ -134,5 +152,7 @@ mod tests {
         assert_eq!(p.prefix_of(b"abc"), Some(&b"abc"[..]));
         assert_eq!(p.prefix_of(b"abcdef"), Some(&b"abc"[..]));
         assert_eq!(FixedPrefix::new(0).prefix_of(b""), Some(&b""[..]));
+        assert!(p.covers_extensions(b"abc") && p.covers_extensions(b"abcd"));
+        assert!(!p.covers_extensions(b"ab"));
     }
 }

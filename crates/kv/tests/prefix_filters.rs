@@ -170,6 +170,65 @@ fn a_corrupt_filter_fails_open_for_prefix_scans() {
     assert_eq!(db.stats().prefix_checks, 0, "no filter left to ask");
 }
 
+/// RocksDB's "capped" prefix: the first 3 bytes, or the whole key if shorter. It keeps
+/// the extractor's contract, but a prefix scan for a shorter prefix than 3 bytes must
+/// not ask the filter about it: the tables hold `abc` and `abd`, not `ab`.
+#[derive(Debug)]
+struct Capped3;
+
+impl PrefixExtractor for Capped3 {
+    fn name(&self) -> &str {
+        "test.Capped.3"
+    }
+
+    fn in_domain(&self, _key: &[u8]) -> bool {
+        true
+    }
+
+    fn transform<'a>(&self, key: &'a [u8]) -> &'a [u8] {
+        &key[..key.len().min(3)]
+    }
+
+    fn covers_extensions(&self, prefix: &[u8]) -> bool {
+        prefix.len() >= 3
+    }
+}
+
+#[test]
+fn a_prefix_the_extractor_does_not_cover_reads_every_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        prefix_extractor: Some(Arc::new(Capped3)),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    db.put("abc1", "x").unwrap();
+    db.put("abd2", "y").unwrap();
+    db.put("zzz", "z").unwrap();
+    db.flush().unwrap();
+    db.put("abd3", "w").unwrap();
+    db.flush().unwrap();
+    let want = vec![
+        (b"abc1".to_vec(), b"x".to_vec()),
+        (b"abd2".to_vec(), b"y".to_vec()),
+        (b"abd3".to_vec(), b"w".to_vec()),
+    ];
+    let snapshot = db.snapshot();
+    assert_eq!(collect(db.scan_prefix("ab")), want);
+    assert_eq!(collect(snapshot.scan_prefix("ab")), want);
+    let mut reversed = want.clone();
+    reversed.reverse();
+    assert_eq!(collect(db.scan_prefix("ab").rev()), reversed);
+    assert_eq!(db.stats().prefix_checks, 0, "no filter asked about `ab`");
+    // A prefix as long as the cap is covered, and the filters are asked: both tables
+    // hold `abd`; the one whose key range spans `abe` (`abc1..zzz`) is skipped by its
+    // filter (the other, `abd3` alone, by its range).
+    assert_eq!(collect(db.scan_prefix("abd")), want[1..].to_vec());
+    let before = db.stats().prefix_negatives;
+    assert_eq!(collect(db.scan_prefix("abe")), Vec::new());
+    assert_eq!(db.stats().prefix_negatives - before, 1);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
 
