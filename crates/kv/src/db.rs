@@ -445,7 +445,8 @@ impl Db {
     /// Memtables are read in batches of keys and tables lazily, block by block. Errors
     /// come as items and end the iteration. With [`Options::prefix_extractor`] set and
     /// both bounds keys with the same prefix, tables the prefix filter rules out are
-    /// skipped unread, as in [`Db::scan_prefix`].
+    /// skipped unread, as in [`Db::scan_prefix`]. Like a [`Snapshot`], a scan holds the
+    /// store: after [`Db::close`] the directory stays locked until the scan is dropped.
     ///
     /// ```
     /// use bloomkv_kv::{Db, Options};
@@ -885,7 +886,7 @@ impl Inner {
     /// tables whose filter rules it out are left out. Without one, a range whose two
     /// bounds share a prefix gets the same.
     pub(crate) fn scan_at(
-        &self,
+        self: &Arc<Self>,
         start: Bound<Bytes>,
         end: Bound<Bytes>,
         read_seq: Option<SeqNo>,
@@ -930,11 +931,15 @@ impl Inner {
             .filter(|(_, h)| h.table.may_contain_range(as_slice(&start), as_slice(&end)))
             .map(|(_, h)| h.table.clone())
             .collect();
-        ScanIter::new(mems, tables, read_seq, start, end)
+        ScanIter::new(self.clone(), mems, tables, read_seq, start, end)
     }
 
     /// The keys starting with `prefix`, as of `read_seq` (see [`Inner::scan_at`]).
-    pub(crate) fn scan_prefix_at(&self, prefix: &[u8], read_seq: Option<SeqNo>) -> ScanIter {
+    pub(crate) fn scan_prefix_at(
+        self: &Arc<Self>,
+        prefix: &[u8],
+        read_seq: Option<SeqNo>,
+    ) -> ScanIter {
         let start = Bound::Included(Bytes::copy_from_slice(prefix));
         let end = match prefix_successor(prefix) {
             Some(e) => Bound::Excluded(Bytes::from(e)),

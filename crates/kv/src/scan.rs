@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::db::Inner;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::merge::{Direction, MergeIter, Source};
@@ -36,6 +37,9 @@ use crate::types::{SeqNo, ValueKind};
 /// values, as of one moment. A [`DoubleEndedIterator`]: `.rev()` walks from the end,
 /// and `next`/`next_back` may be mixed. Errors come as items and end the iteration.
 pub struct ScanIter {
+    /// The store, held as a snapshot holds it: its lock stays taken while the scan
+    /// lives, so no other `Db` can open the directory and delete tables the scan reads.
+    _store: Arc<Inner>,
     mems: Vec<Arc<Memtable>>,
     tables: Vec<Table>,
     read_seq: SeqNo,
@@ -63,6 +67,7 @@ impl std::fmt::Debug for ScanIter {
 impl ScanIter {
     /// A scan of `start..end` over these memtables and tables at `read_seq`.
     pub(crate) fn new(
+        store: Arc<Inner>,
         mems: Vec<Arc<Memtable>>,
         tables: Vec<Table>,
         read_seq: SeqNo,
@@ -70,6 +75,7 @@ impl ScanIter {
         end: Bound<Bytes>,
     ) -> ScanIter {
         ScanIter {
+            _store: store,
             mems,
             tables,
             read_seq,

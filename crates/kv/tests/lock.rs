@@ -109,3 +109,34 @@ fn a_table_the_manifest_does_not_name_is_moved_aside_not_deleted() {
     assert_eq!(std::fs::read(&moved).unwrap(), bytes);
     assert_eq!(std::fs::read(&second).unwrap(), b"another");
 }
+
+/// A scan holds the store as a snapshot does: after `close`, the directory stays locked
+/// until the scan is dropped, so no second `Db` can compact away the tables it still
+/// reads, and the scan yields every key.
+#[test]
+fn a_scan_that_outlives_its_store_keeps_it_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || Options {
+        max_open_files: 1, // the scan's files are closed and reopened as it goes
+        block_cache_size: 0,
+        ..opts()
+    };
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for t in 0..3 {
+        for i in 0..100 {
+            db.put(format!("k{t}{i:03}"), "v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let scan = db.scan::<&str, _>(..);
+    db.close().unwrap();
+    match Db::open(dir.path(), opts()) {
+        Err(Error::Locked(p)) => assert_eq!(p, dir.path()),
+        other => panic!("expected Locked while the scan lives, got {other:?}"),
+    }
+    let got: Vec<_> = scan.collect::<Result<_, _>>().unwrap();
+    assert_eq!(got.len(), 300);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    db.compact().unwrap();
+    assert_eq!(db.scan::<&str, _>(..).count(), 300);
+}
