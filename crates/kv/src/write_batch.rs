@@ -201,7 +201,7 @@ impl WriteBatch {
     /// number `base_seq`, consuming the batch (no copy).
     ///
     /// Fails with [`Error::InvalidArgument`] if the batch holds more than `u32::MAX`
-    /// operations or `base_seq + len` passes [`MAX_SEQ`](crate::types::MAX_SEQ).
+    /// operations or `base_seq + len` passes `MAX_SEQ` (2^63 - 1).
     pub fn into_payload(mut self, base_seq: SeqNo) -> Result<Bytes> {
         self.write_header(base_seq)?;
         Ok(Bytes::from(self.rep))
