@@ -172,8 +172,8 @@ impl FilterPolicy for BloomPolicy {
 /// Opens a reader over a filter block of any layout, Bloom or Ribbon (the trailer's
 /// format version and layout id say which).
 pub fn open_filter_block(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
-    if filter_block::format_version(block) == Some(crate::ribbon::RIBBON_FORMAT_VERSION) {
-        return Ok(Box::new(crate::ribbon::block::open(block)?));
+    if filter_block::format_version(block).is_some_and(crate::ribbon::block::is_ribbon_version) {
+        return crate::ribbon::block::open(block);
     }
     let h = filter_block::decode(block)?;
     // `decode` proved payload.len() == num_bits / 8, a multiple of 8 (or 64): the

@@ -75,4 +75,7 @@ pub use range::{
     RangeFilterBuilder, RangeFilterReader, RangeFilterStats, RANGE_DEFAULT_SEED,
     RANGE_FORMAT_VERSION, RANGE_MAX_BITS_PER_KEY, RANGE_MIN_BITS_PER_KEY,
 };
-pub use ribbon::{RibbonPolicy, RIBBON_FORMAT_VERSION, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};
+pub use ribbon::{
+    RibbonPolicy, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION, RIBBON_MAX_ATTEMPTS,
+    RIBBON_POLICY_NAME,
+};

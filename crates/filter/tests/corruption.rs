@@ -6,8 +6,8 @@
 //! against the sizes in the header or trailer.
 
 use bloomkv_filter::{
-    open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError, FilterPolicy,
-    RibbonPolicy,
+    filter_block, open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError,
+    FilterPolicy, RibbonPolicy, RIBBON128_FORMAT_VERSION,
 };
 
 fn assert_all_damage_refused<T: std::fmt::Debug>(
@@ -90,6 +90,21 @@ fn damaged_ribbon_blocks_are_refused() {
         assert_eq!(reader.info().layout, "ribbon", "{n} keys at {bpk}");
         assert_all_damage_refused("ribbon", &block, open_filter_block);
     }
+    // Blocks of format version 2 (128-bit rows), still read: the first fixture block.
+    let line = include_str!("fixtures/ribbon_blocks_v2.txt")
+        .lines()
+        .next()
+        .unwrap();
+    let hex = line.rsplit(' ').next().unwrap();
+    let block: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    assert_eq!(
+        filter_block::format_version(&block),
+        Some(RIBBON128_FORMAT_VERSION)
+    );
+    assert_all_damage_refused("ribbon v2", &block, open_filter_block);
 }
 
 #[test]

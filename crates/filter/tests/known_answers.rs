@@ -13,8 +13,11 @@
 //!   (`fixtures/filter_blocks_v1.txt`): each must still open and give exactly the same
 //!   answers, recorded as the count and CRC of the absent queries it lets through;
 //! * standalone frames: the version-1 rule (still read) and the version-2 rule;
-//! * Ribbon blocks (filter-block format version 2): length, first solution bytes, and
-//!   the 40-byte header and trailer, whose CRC covers the solution.
+//! * Ribbon blocks (filter-block format version 3): length, first solution bytes, and
+//!   the 40-byte header and trailer, whose CRC covers the solution;
+//! * Ribbon blocks written before version 3, with 128-bit rows
+//!   (`fixtures/ribbon_blocks_v2.txt`, format version 2): whole blocks that must still
+//!   open and answer exactly as they did, as the Bloom blocks above.
 
 use bloomkv_filter::{
     filter_block, open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError,
@@ -232,7 +235,29 @@ fn absent_answers(reader: &dyn bloomkv_filter::FilterReader) -> (usize, u32) {
 /// exactly as they did when written.
 #[test]
 fn blocks_written_earlier_still_answer_identically() {
-    let fixtures = include_str!("fixtures/filter_blocks_v1.txt");
+    let seen = check_fixture_blocks(include_str!("fixtures/filter_blocks_v1.txt"));
+    assert_eq!(seen, 12);
+}
+
+/// Ribbon blocks with 128-bit rows (filter-block format version 2), written before
+/// version 3 narrowed the rows: the same promise.
+#[test]
+fn ribbon_blocks_of_version_2_still_answer_identically() {
+    let fixtures = include_str!("fixtures/ribbon_blocks_v2.txt");
+    assert_eq!(check_fixture_blocks(fixtures), 3);
+    for line in fixtures.lines() {
+        let block = unhex(line.rsplit(' ').next().unwrap());
+        assert_eq!(
+            filter_block::format_version(&block),
+            Some(bloomkv_filter::RIBBON128_FORMAT_VERSION)
+        );
+    }
+}
+
+/// Checks each fixture line (`layout keys bits/key count crc block`): the block opens
+/// with that layout and key count, holds its keys `"kav:{i}"`, and lets through the
+/// same absent queries (their count and CRC). Returns the lines checked.
+fn check_fixture_blocks(fixtures: &str) -> usize {
     let mut seen = 0;
     for line in fixtures.lines().filter(|l| !l.is_empty()) {
         let f: Vec<&str> = line.split(' ').collect();
@@ -254,7 +279,7 @@ fn blocks_written_earlier_still_answer_identically() {
         assert_eq!(absent_answers(reader.as_ref()), (count, crc), "{what}");
         seen += 1;
     }
-    assert_eq!(seen, 12);
+    seen
 }
 
 /// A standalone filter serialized with version 1 of the frame (double hashing with
@@ -343,29 +368,29 @@ fn version_2_standalone_frames_are_pinned() {
     );
 }
 
-/// Ribbon blocks of keys `"kav:{i}"`: (keys, bits/key, length, first solution bytes,
-/// header and trailer).
+/// Ribbon blocks of keys `"kav:{i}"` as written today (filter-block format version 3):
+/// (keys, bits/key, length, first solution bytes, header and trailer).
 const RIBBON_BLOCKS: &[(u64, f64, usize, &str, &str)] = &[
     (
         1000,
         10.0,
-        1240,
-        "841297dc22d166186653bd1623e36294",
-        "0000000000000000030000000000000002020902e803000000000000802500000000000074de8735",
+        1248,
+        "9a1f5725e85c8b31a2804447c502b26f",
+        "00000000000000000f0000000000000003020801e803000000000000c02500000000000082996cd2",
     ),
     (
         3000,
         7.3,
-        2728,
-        "84023e1c4f8587828e195a3f91f9955c",
-        "0000000000000000000000000000000002020702b80b00000000000000540000000000008568dc57",
+        2736,
+        "713692b16f9fd9eb19821820152d3862",
+        "00000000000000002b0000000000000003020601b80b000000000000405400000000000012118e8f",
     ),
     (
         500,
         16.0,
         1000,
-        "ac6715479d6494ec767c0bc4b365b964",
-        "0000000000000000000000000000000002020f02f401000000000000001e00000000000054b09a62",
+        "7b0d5d00931c1c92264d2adf7345202c",
+        "0000000000000000000000000000000003020f01f401000000000000001e000000000000fdaff670",
     ),
 ];
 

@@ -1,9 +1,9 @@
 //! Banding: on-the-fly Gaussian elimination, one key's equation at a time.
 //!
 //! The band holds at most one row per slot, and a row stored at slot `p` has its first
-//! 1 bit at `p` (its *pivot*) and every other bit within the next 127 slots: the
-//! matrix is in echelon form at all times, and a band of `m` slots costs `m · (16 + 4)`
-//! bytes. Adding an equation `(start, c, f)`:
+//! 1 bit at `p` (its *pivot*) and every other bit within the next 63 slots (rows are
+//! 64 bits wide, `w = 64`): the matrix is in echelon form at all times, and a band of
+//! `m` slots costs `m · (8 + 4)` bytes. Adding an equation `(start, c, f)`:
 //!
 //! ```text
 //!  p = start
@@ -15,14 +15,14 @@
 //!      else               shift c right to its lowest 1 bit, advancing p as far
 //! ```
 //!
-//! Each XOR or shift leaves `c`'s bits inside `[start, start + 128)`, so `p` never
+//! Each XOR or shift leaves `c`'s bits inside `[start, start + 64)`, so `p` never
 //! passes the last slot. With a little more slots than keys, the expected work per key
-//! is a few XORs of 128-bit rows (Dillinger & Walzer, "Ribbon filter", 2021).
+//! is a few XORs of 64-bit rows (Dillinger & Walzer, "Ribbon filter", 2021).
 
 /// The band: a coefficient row and a result row per slot (`coeff == 0` = empty slot).
 #[derive(Debug)]
 pub(crate) struct Band {
-    coeff: Vec<u128>,
+    coeff: Vec<u64>,
     result: Vec<u32>,
 }
 
@@ -35,15 +35,15 @@ impl Band {
         }
     }
 
-    /// Adds the equation `c · S[start..start+128] = f`. Returns `false` if it
+    /// Adds the equation `c · S[start..start+64] = f`. Returns `false` if it
     /// contradicts the equations already added (construction must retry).
     #[inline]
-    pub(crate) fn add(&mut self, start: usize, coeff: u128, result: u32) -> bool {
+    pub(crate) fn add(&mut self, start: usize, coeff: u64, result: u32) -> bool {
         let (mut p, mut c, mut f) = (start, coeff, result);
         loop {
             // `c` has bit 0 set here: it was forced, or shifted to its lowest 1 bit.
             let (Some(row_c), Some(row_f)) = (self.coeff.get_mut(p), self.result.get_mut(p)) else {
-                return false; // unreachable for starts below slots - 127
+                return false; // unreachable for starts below slots - 63
             };
             if *row_c == 0 {
                 *row_c = c;
@@ -63,7 +63,7 @@ impl Band {
 
     /// The row stored at `slot`: `(coefficients, result)`, coefficients 0 if empty.
     #[inline]
-    pub(crate) fn row(&self, slot: usize) -> (u128, u32) {
+    pub(crate) fn row(&self, slot: usize) -> (u64, u32) {
         (
             self.coeff.get(slot).copied().unwrap_or(0),
             self.result.get(slot).copied().unwrap_or(0),

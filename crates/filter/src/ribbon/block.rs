@@ -1,43 +1,58 @@
-//! The Ribbon filter block (filter-block format version 2) and its reader.
+//! The Ribbon filter block (filter-block format version 3; version 2 still read) and
+//! its readers.
 //!
 //! Same idea as the Bloom block: the payload, then a fixed trailer at the end with a
-//! CRC-32 over everything before it; format version 2 adds a 16-byte Ribbon header
-//! before the trailer. All integers little-endian:
+//! CRC-32 over everything before it; Ribbon adds a 16-byte header before the trailer.
+//! All integers little-endian:
 //!
 //! ```text
 //!  +------------------------------+----- header (16 B) -----+------------- trailer (24 B) -------------+
-//!  | solution: W words, u128 LE   | seed | 0   | upper      | 2 | 2 | r | 2 | num_keys | num_bits | crc |
+//!  | solution: W words, w bits LE | seed | 0   | upper      | v | 2 | r | k | num_keys | num_bits | crc |
 //!  +------------------------------+------+-----+------------+---+---+---+---+----------+----------+-----+
 //!                                   u32   u32     u64        ver lay     coeff  u64        u64      u32
 //!                                                                          words
-//!  W        = B·r + upper 128-bit words; B = (W - upper) / r blocks of 128 slots
-//!  word k of block i (k < cols(i)) = solution bits of column k for slots 128i .. 128i+127,
-//!           bit j = slot 128i + j; blocks i < upper hold r+1 columns, the others r
+//!  v = 3: rows of w = 64 bits  (k = 1), hashing of version 3 (ribbon::hash)  written today
+//!  v = 2: rows of w = 128 bits (k = 2), hashing of version 2                  still read
+//!  W        = B·r + upper words; B = (W - upper) / r blocks of w slots
+//!  word k of block i (k < cols(i)) = solution bits of column k for slots w·i .. w·i+w-1,
+//!           bit j = slot w·i + j; blocks i < upper hold r+1 columns, the others r
 //!  seed     the seed of the key hashing that banded (ribbon::hash)
 //!  upper    blocks with r+1 columns, 0 ≤ upper < B
-//!  ver = 2, lay = 2 (ribbon), r = lower columns 1..=31, coeff words = 2 (128-bit rows)
-//!  num_keys keys added (duplicates included), ≤ 128·B
-//!  num_bits = 128·W
+//!  lay = 2 (ribbon), r = lower columns 1..=31, k = coefficient words of 64 bits
+//!  num_keys keys added (duplicates included), ≤ w·B
+//!  num_bits = w·W
 //!  crc32    CRC-32 (IEEE) of every byte before it
 //! ```
 //!
 //! [`open`] checks, before trusting a byte: length (header and trailer present, whole
-//! words), version, CRC, layout, coefficient width, `r` range, reserved zero,
-//! `num_bits` equal to the payload, `W - upper` a positive multiple of `r`, `upper <
-//! B`, and `num_keys ≤ 128·B`. Every failure is [`FilterError::Corrupt`].
+//! words), version, CRC, layout, coefficient width (the one its version defines), `r`
+//! range, reserved zero, `num_bits` equal to the payload, `W - upper` a positive
+//! multiple of `r`, `upper < B`, and `num_keys ≤ w·B`. Every failure is
+//! [`FilterError::Corrupt`].
 //!
-//! A query: its start slot `s` falls in block `i = s / 128` at offset `o = s % 128`;
-//! for each column both blocks `i` and `i + 1` hold, the 128 solution bits from `s` on
-//! are `(word_i >> o) | (word_{i+1} << (128 - o))`, and their parity under the key's
+//! A query: its start slot `s` falls in block `i = s / w` at offset `o = s % w`; for
+//! each column both blocks `i` and `i + 1` hold, the `w` solution bits from `s` on are
+//! `(word_i >> o) | (word_{i+1} << (w - o))`, and their parity under the key's
 //! coefficient row `c` is one result bit, computed as
-//! `parity((word_i & c << o) ^ (word_{i+1} & c >> (128 - o)))` so that the row is
-//! shifted once per query rather than every column's words. The key may be present
-//! iff all result bits equal its fingerprint's; the first four are compared before
-//! the others are computed, since most queries of a store's filter fail there.
+//! `parity((word_i & c << o) ^ (word_{i+1} & c >> (w - o)))` so that the row is shifted
+//! once per query rather than every column's words. The key may be present iff all
+//! result bits equal its fingerprint's; the first four are compared before the others
+//! are computed, since most queries of a store's filter fail there. Blocks `i` and
+//! `i + 1` are adjacent in the payload, so with 64-bit rows a query's first four
+//! columns lie within `8·(r + 4)` bytes: two or three cache lines.
+//!
+//! Why version 3 narrowed the rows: a query's work is its hashing and one dot product
+//! per column, and both halve with 64-bit rows (one multiply per part instead of three
+//! mixes; one 64-bit AND-pair and parity instead of two), and on a CPU with `popcnt` the
+//! parity is one instruction. The price is banding: 64-bit rows need a few percent more
+//! slots per key (`ribbon::shape`), so at the same bits per key a block keeps slightly
+//! fewer result bits per slot, about 0.3 bits, and lets through ~25% more absent keys.
 
 use byteorder::{ByteOrder, LittleEndian};
 
-use super::hash::{parity, ribbon_hash_salted, seed_salt, COEFF_BITS};
+use super::hash::{
+    parity, parity128, ribbon_hash, ribbon_hash128, seed_salt, ROW128_BITS, ROW_BITS,
+};
 use super::shape::{Shape, MAX_COLUMNS};
 use crate::error::FilterError;
 use crate::filter_block::TRAILER_LEN;
@@ -45,22 +60,28 @@ use crate::hash::KeyHash;
 use crate::layout::prefetch;
 use crate::policy::{FilterInfo, FilterReader};
 
-/// The filter-block format version of Ribbon blocks.
-pub const RIBBON_FORMAT_VERSION: u8 = 2;
+/// The filter-block format version Ribbon blocks are written with (64-bit rows).
+pub const RIBBON_FORMAT_VERSION: u8 = 3;
+/// The filter-block format version of Ribbon blocks with 128-bit rows, written before
+/// version 3; still read.
+pub const RIBBON128_FORMAT_VERSION: u8 = 2;
 /// The layout id of Ribbon blocks in the trailer.
 pub(crate) const RIBBON_LAYOUT_ID: u8 = 2;
 /// Bytes of the Ribbon header before the trailer.
 pub(crate) const HEADER_LEN: usize = 16;
 /// Bytes a Ribbon block spends beyond its solution.
 pub(crate) const OVERHEAD_LEN: usize = HEADER_LEN + TRAILER_LEN;
-/// 64-bit words per coefficient row, as recorded.
-const COEFF_WORDS: u8 = (COEFF_BITS / 64) as u8;
 
-/// Encodes a Ribbon block.
-pub(crate) fn encode(shape: &Shape, seed: u32, num_keys: u64, words: &[u128]) -> Vec<u8> {
-    let payload = words.len() * 16;
+/// Whether a filter block's format version is a Ribbon one.
+pub(crate) fn is_ribbon_version(version: u8) -> bool {
+    version == RIBBON_FORMAT_VERSION || version == RIBBON128_FORMAT_VERSION
+}
+
+/// Encodes a version-3 Ribbon block (64-bit rows; `shape.width` must be 64).
+pub(crate) fn encode(shape: &Shape, seed: u32, num_keys: u64, words: &[u64]) -> Vec<u8> {
+    let payload = words.len() * 8;
     let mut out = vec![0u8; payload + OVERHEAD_LEN];
-    for (dst, w) in out.chunks_exact_mut(16).zip(words) {
+    for (dst, w) in out.chunks_exact_mut(8).zip(words) {
         dst.copy_from_slice(&w.to_le_bytes());
     }
     let h = &mut out[payload..];
@@ -71,9 +92,9 @@ pub(crate) fn encode(shape: &Shape, seed: u32, num_keys: u64, words: &[u128]) ->
     t[0] = RIBBON_FORMAT_VERSION;
     t[1] = RIBBON_LAYOUT_ID;
     t[2] = shape.lower_cols as u8; // < MAX_COLUMNS by construction
-    t[3] = COEFF_WORDS;
+    t[3] = (ROW_BITS / 64) as u8;
     LittleEndian::write_u64(&mut t[4..12], num_keys);
-    LittleEndian::write_u64(&mut t[12..20], words.len() as u64 * 128);
+    LittleEndian::write_u64(&mut t[12..20], words.len() as u64 * ROW_BITS);
     let end = out.len() - 4;
     let crc = crc32fast::hash(&out[..end]);
     LittleEndian::write_u32(&mut out[end..], crc);
@@ -84,8 +105,16 @@ fn corrupt(msg: impl Into<String>) -> FilterError {
     FilterError::Corrupt(format!("ribbon filter block: {}", msg.into()))
 }
 
-/// Validates a Ribbon block and opens a reader over it.
-pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
+/// A validated block: its solution bytes and what its header and trailer say.
+struct Parsed<'a> {
+    payload: &'a [u8],
+    shape: Shape,
+    seed: u32,
+    num_keys: u64,
+}
+
+/// Validates a Ribbon block of either version (module docs list the checks).
+fn parse(block: &[u8]) -> Result<Parsed<'_>, FilterError> {
     if block.len() < OVERHEAD_LEN {
         return Err(corrupt(format!(
             "{} bytes, shorter than the {OVERHEAD_LEN}-byte header and trailer",
@@ -93,15 +122,18 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
         )));
     }
     let payload_len = block.len() - OVERHEAD_LEN;
-    if !payload_len.is_multiple_of(16) {
-        return Err(corrupt(format!(
-            "solution of {payload_len} bytes is not a whole number of 128-bit words"
-        )));
-    }
     let (payload, rest) = block.split_at(payload_len);
     let (h, t) = rest.split_at(HEADER_LEN);
-    if t[0] != RIBBON_FORMAT_VERSION {
-        return Err(corrupt(format!("format version {} is not 2", t[0])));
+    let width = match t[0] {
+        RIBBON_FORMAT_VERSION => ROW_BITS,
+        RIBBON128_FORMAT_VERSION => ROW128_BITS,
+        v => return Err(corrupt(format!("format version {v} is not 2 or 3"))),
+    };
+    let word_bytes = (width / 8) as usize;
+    if !payload_len.is_multiple_of(word_bytes) {
+        return Err(corrupt(format!(
+            "solution of {payload_len} bytes is not a whole number of {width}-bit words"
+        )));
     }
     let stored = LittleEndian::read_u32(&t[20..24]);
     let actual = crc32fast::hash(&block[..block.len() - 4]);
@@ -113,10 +145,11 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
     if t[1] != RIBBON_LAYOUT_ID {
         return Err(corrupt(format!("layout id {} is not ribbon (2)", t[1])));
     }
-    if t[3] != COEFF_WORDS {
+    let coeff_words = width / 64;
+    if u64::from(t[3]) != coeff_words {
         return Err(corrupt(format!(
-            "coefficient rows of {} words; this reader knows {COEFF_WORDS}",
-            t[3]
+            "coefficient rows of {} words; version {} has {coeff_words}",
+            t[3], t[0]
         )));
     }
     let lower = u32::from(t[2]);
@@ -133,11 +166,11 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
     let upper = LittleEndian::read_u64(&h[8..16]);
     let num_keys = LittleEndian::read_u64(&t[4..12]);
     let num_bits = LittleEndian::read_u64(&t[12..20]);
-    let words = payload_len as u64 / 16;
-    if num_bits != words * 128 {
+    let words = (payload_len / word_bytes) as u64;
+    if num_bits != words * width {
         return Err(corrupt(format!(
             "trailer says {num_bits} bits but the solution holds {}",
-            words * 128
+            words * width
         )));
     }
     let lower_words = words
@@ -155,6 +188,7 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
         )));
     }
     let shape = Shape {
+        width,
         blocks,
         lower_cols: lower,
         upper_blocks: upper,
@@ -165,30 +199,58 @@ pub(crate) fn open(block: &[u8]) -> Result<RibbonReader, FilterError> {
             shape.slots()
         )));
     }
-    // Length proven: the allocation is bounded by the block's own size.
-    let words: Vec<u128> = payload
-        .chunks_exact(16)
-        .map(|c| {
-            let mut b = [0u8; 16];
-            b.copy_from_slice(c);
-            u128::from_le_bytes(b)
-        })
-        .collect();
-    let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
-    Ok(RibbonReader {
-        words,
+    Ok(Parsed {
+        payload,
         shape,
-        num_starts: shape.num_starts(),
-        salt: seed_salt(seed),
+        seed,
         num_keys,
-        ones,
     })
 }
 
-/// Columns a query checks before the rest (see `may_contain_hash`). Four was the
-/// fastest of two to six in a query-only loop (not kept); with it a miss took 29–35 ns
-/// against 44–53 ns checking every column (`cargo bench --bench filter --
-/// 'miss/1e(4|5)/bloomkv ribbon'`, alternated builds; docs/FILTERS.md).
+/// Validates a Ribbon block of either version and opens a reader over it.
+pub(crate) fn open(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
+    let p = parse(block)?;
+    // Length proven: the allocations are bounded by the block's own size.
+    let reader: Box<dyn FilterReader> = if p.shape.width == ROW_BITS {
+        let words: Vec<u64> = p
+            .payload
+            .chunks_exact(8)
+            .map(LittleEndian::read_u64)
+            .collect();
+        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        Box::new(RibbonReader {
+            words,
+            common: Common::new(&p, ones),
+            popcnt: has_popcnt(),
+        })
+    } else {
+        let words: Vec<u128> = p
+            .payload
+            .chunks_exact(16)
+            .map(LittleEndian::read_u128)
+            .collect();
+        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
+        Box::new(Ribbon128Reader {
+            words,
+            common: Common::new(&p, ones),
+        })
+    };
+    Ok(reader)
+}
+
+/// Whether this CPU counts bits in one instruction (x86-64's `popcnt`, detected once
+/// per reader; other targets' `count_ones` is used as is).
+fn has_popcnt() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("popcnt");
+    #[cfg(not(target_arch = "x86_64"))]
+    return true;
+}
+
+/// Columns a query checks before the rest (see `RibbonReader::query`). Four was the
+/// fastest of two to six in a query-only loop (not kept) with 128-bit rows; with it a
+/// miss took 29–35 ns against 44–53 ns checking every column (`cargo bench --bench
+/// filter -- 'miss/1e(4|5)/bloomkv ribbon'`, alternated builds; docs/FILTERS.md).
 const EARLY_COLUMNS: usize = 4;
 
 /// A mask of the low `n ≤ 32` bits.
@@ -197,10 +259,9 @@ fn low_bits(n: usize) -> u32 {
     u32::MAX.checked_shr(32 - n as u32).unwrap_or(0)
 }
 
-/// A decoded Ribbon block.
+/// What both readers keep beside their words.
 #[derive(Debug)]
-pub(crate) struct RibbonReader {
-    words: Vec<u128>,
+struct Common {
     shape: Shape,
     num_starts: u64,
     /// The seed's salt, derived once rather than per query.
@@ -209,12 +270,22 @@ pub(crate) struct RibbonReader {
     ones: u64,
 }
 
-impl RibbonReader {
+impl Common {
+    fn new(p: &Parsed<'_>, ones: u64) -> Common {
+        Common {
+            shape: p.shape,
+            num_starts: p.shape.num_starts(),
+            salt: seed_salt(p.seed),
+            num_keys: p.num_keys,
+            ones,
+        }
+    }
+
     /// The word ranges a query of `start` reads: its block's and the next block's
     /// first `cols` words.
-    #[inline]
+    #[inline(always)]
     fn spans(&self, start: u64) -> (usize, usize, usize) {
-        let i = start / COEFF_BITS;
+        let i = start / self.shape.width;
         let j = (i + 1).min(self.shape.blocks - 1);
         (
             self.shape.offset(i) as usize,
@@ -222,46 +293,158 @@ impl RibbonReader {
             self.shape.cols(j) as usize,
         )
     }
+
+    /// Compares the result bits `dot(b)` to `fingerprint`, the first `EARLY_COLUMNS`
+    /// alone: an absent key fails them with probability 15/16, and then the other
+    /// columns are never computed (a filter in a store answers "absent" far more often
+    /// than "may be present"). The branch goes the same way 15 times in 16.
+    #[inline(always)]
+    fn check(cols: usize, fingerprint: u32, dot: impl Fn(usize) -> u32) -> bool {
+        let early = cols.min(EARLY_COLUMNS);
+        let got = (0..early).fold(0u32, |got, b| got | dot(b) << b);
+        if got != fingerprint & low_bits(early) {
+            return false;
+        }
+        let got = (early..cols).fold(got, |got, b| got | dot(b) << b);
+        got == fingerprint & low_bits(cols)
+    }
+
+    fn info(&self, num_bits: u64) -> FilterInfo {
+        FilterInfo {
+            layout: "ribbon",
+            num_bits,
+            num_keys: self.num_keys,
+            num_probes: self.shape.lower_cols,
+            fill_ratio: self.ones as f64 / num_bits as f64,
+            estimated_fp_rate: self.shape.expected_fp(),
+        }
+    }
 }
 
-impl FilterReader for RibbonReader {
-    #[inline]
-    fn may_contain_hash(&self, hash: KeyHash) -> bool {
-        let h = ribbon_hash_salted(hash, self.salt, self.num_starts);
-        let (lo, hi, cols) = self.spans(h.start);
+/// A decoded version-3 block: 64-bit rows.
+#[derive(Debug)]
+pub(crate) struct RibbonReader {
+    words: Vec<u64>,
+    common: Common,
+    /// Whether `count_ones` is one instruction here (`has_popcnt`).
+    popcnt: bool,
+}
+
+impl RibbonReader {
+    /// The query, with the parity computed by `count_ones` (`POPCNT`) or by folding.
+    #[inline(always)]
+    fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
+        let c = &self.common;
+        let h = ribbon_hash(hash, c.salt, c.num_starts);
+        let (lo, hi, cols) = c.spans(h.start);
         let (Some(lo_words), Some(hi_words)) =
             (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
         else {
             return true; // unreachable for a validated shape; fail open
         };
         // Align the row to the two blocks instead of each column's words to the row:
-        // bits o.. of block i's words and bits ..o of block i+1's meet the row's
-        // bits 0.. and 128-o.. . `(c >> 1) >> (127 - o)` is `c >> (128 - o)` without
-        // the undefined shift by 128 when o = 0.
-        let o = (h.start % COEFF_BITS) as u32;
+        // bits o.. of block i's words and bits ..o of block i+1's meet the row's bits
+        // 0.. and 64-o.. . `(c >> 1) >> (63 - o)` is `c >> (64 - o)` without the
+        // overflowing shift by 64 when o = 0.
+        let o = (h.start % ROW_BITS) as u32;
         let row_lo = h.coeff << o;
-        let row_hi = (h.coeff >> 1) >> (127 - o);
-        // One dot product per column. The first `EARLY_COLUMNS` columns are checked
-        // alone: an absent key fails them with probability 15/16, and then the other
-        // columns are never computed (a filter in a store answers "absent" far more
-        // often than "may be present"). The branch goes the same way 15 times in 16.
-        let dot = |b: usize| parity((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi)) << b;
-        let early = cols.min(EARLY_COLUMNS);
-        let got = (0..early).fold(0u32, |got, b| got | dot(b));
-        if got != h.fingerprint & low_bits(early) {
-            return false;
+        let row_hi = (h.coeff >> 1) >> (63 - o);
+        let par = |x: u64| {
+            if POPCNT {
+                x.count_ones() & 1
+            } else {
+                parity(x)
+            }
+        };
+        Common::check(cols, h.fingerprint, |b| {
+            par((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi))
+        })
+    }
+
+    /// [`Self::query`] compiled for a CPU with `popcnt`.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn query_popcnt(&self, hash: KeyHash) -> bool {
+        self.query::<true>(hash)
+    }
+}
+
+impl FilterReader for RibbonReader {
+    #[inline]
+    fn may_contain_hash(&self, hash: KeyHash) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.popcnt {
+                // SAFETY: `popcnt` is set only when this CPU was found to have the
+                // `popcnt` feature (`has_popcnt`), which is all `query_popcnt` enables.
+                // Measured: a query over ten 100K-key filters took 10–14 ns per filter
+                // with it against 17–19 ns folding (temporary harness, alternated).
+                return unsafe { self.query_popcnt(hash) };
+            }
+            self.query::<false>(hash)
         }
-        let got = (early..cols).fold(got, |got, b| got | dot(b));
-        got == h.fingerprint & low_bits(cols)
+        #[cfg(not(target_arch = "x86_64"))]
+        self.query::<true>(hash)
     }
 
     #[inline]
     fn prefetch_hash(&self, hash: KeyHash) {
-        let h = ribbon_hash_salted(hash, self.salt, self.num_starts);
-        let (lo, hi, cols) = self.spans(h.start);
+        let c = &self.common;
+        let h = ribbon_hash(hash, c.salt, c.num_starts);
+        let (lo, hi, cols) = c.spans(h.start);
         // The words of the columns checked first, in both blocks: most queries end
-        // there (`may_contain_hash`). Each run is at most 64 bytes, so its first and
-        // last words name every line it touches.
+        // there. The two blocks are adjacent, so it is one run of at most 36 words from
+        // `lo` on: one hint per 64-byte line (8 words), and its last word.
+        let last = hi + cols.min(EARLY_COLUMNS) - 1;
+        for w in (lo..last).step_by(8).chain([last]) {
+            if let Some(word) = self.words.get(w) {
+                prefetch(word);
+            }
+        }
+    }
+
+    fn info(&self) -> FilterInfo {
+        self.common.info(self.words.len() as u64 * ROW_BITS)
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+/// A decoded version-2 block: 128-bit rows.
+#[derive(Debug)]
+pub(crate) struct Ribbon128Reader {
+    words: Vec<u128>,
+    common: Common,
+}
+
+impl FilterReader for Ribbon128Reader {
+    #[inline]
+    fn may_contain_hash(&self, hash: KeyHash) -> bool {
+        let c = &self.common;
+        let h = ribbon_hash128(hash, c.salt, c.num_starts);
+        let (lo, hi, cols) = c.spans(h.start);
+        let (Some(lo_words), Some(hi_words)) =
+            (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
+        else {
+            return true; // unreachable for a validated shape; fail open
+        };
+        let o = (h.start % ROW128_BITS) as u32;
+        let row_lo = h.coeff << o;
+        let row_hi = (h.coeff >> 1) >> (127 - o);
+        Common::check(cols, h.fingerprint, |b| {
+            parity128((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi))
+        })
+    }
+
+    #[inline]
+    fn prefetch_hash(&self, hash: KeyHash) {
+        let c = &self.common;
+        let h = ribbon_hash128(hash, c.salt, c.num_starts);
+        let (lo, hi, cols) = c.spans(h.start);
+        // Each block's first columns are at most 64 bytes: first and last word name
+        // every line they touch.
         let early = cols.min(EARLY_COLUMNS);
         for first in [lo, hi] {
             for w in [first, first + early - 1] {
@@ -273,18 +456,52 @@ impl FilterReader for RibbonReader {
     }
 
     fn info(&self) -> FilterInfo {
-        let num_bits = self.words.len() as u64 * 128;
-        FilterInfo {
-            layout: "ribbon",
-            num_bits,
-            num_keys: self.num_keys,
-            num_probes: self.shape.lower_cols,
-            fill_ratio: self.ones as f64 / num_bits as f64,
-            estimated_fp_rate: self.shape.expected_fp(),
-        }
+        self.common.info(self.words.len() as u64 * ROW128_BITS)
     }
 
     fn memory_bytes(&self) -> usize {
         self.words.len() * 16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::FilterPolicy;
+    use crate::ribbon::RibbonPolicy;
+
+    /// The two ways of computing a parity give the same answers, key for key: the
+    /// folding one every x86-64 CPU runs and `count_ones` (one instruction where the
+    /// CPU has it, which `may_contain_hash` then uses).
+    #[test]
+    fn both_parities_answer_alike() {
+        let policy = RibbonPolicy::new(10.0).unwrap();
+        let mut b = policy.new_builder();
+        for i in 0..20_000u32 {
+            b.add_key(&i.to_le_bytes());
+        }
+        let block = b.finish();
+        let p = parse(&block).unwrap();
+        assert_eq!(p.shape.width, ROW_BITS);
+        let words = p
+            .payload
+            .chunks_exact(8)
+            .map(LittleEndian::read_u64)
+            .collect();
+        let r = RibbonReader {
+            words,
+            common: Common::new(&p, 0),
+            popcnt: has_popcnt(),
+        };
+        let mut passed = 0;
+        for i in 0..200_000u32 {
+            let h = KeyHash::of(&i.to_le_bytes());
+            let folded = r.query::<false>(h);
+            assert_eq!(folded, r.query::<true>(h), "key {i}");
+            assert_eq!(folded, r.may_contain_hash(h), "key {i}");
+            passed += u32::from(folded);
+        }
+        // The 20,000 keys and about 0.2% of the others.
+        assert!((20_000..20_000 + 1_000).contains(&passed), "{passed}");
     }
 }

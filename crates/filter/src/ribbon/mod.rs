@@ -4,24 +4,26 @@
 //! the bound for any filter is `2^-b`, so Bloom spends about 44% more bits than
 //! needed. Ribbon (Dillinger & Walzer, "Ribbon filter: practically smaller than Bloom
 //! and Xor", 2021) gets within a few percent of the bound: every key becomes one
-//! equation over GF(2) with a 128-bit band of coefficients, and the filter stores a
+//! equation over GF(2) with a 64-bit band of coefficients, and the filter stores a
 //! solution `S` (`r` bits per slot, slightly more slots than keys). A query recomputes
 //! the key's equation and checks that `S` satisfies it; an absent key does so with
 //! probability `2^-r`.
 //!
 //! ```text
-//!  key ──KeyHash──> (start, 128-bit row c, fingerprint f)          ribbon::hash
-//!  build:  band the equations c · S[start..start+128] = f           ribbon::band
+//!  key ──KeyHash──> (start, 64-bit row c, fingerprint f)           ribbon::hash
+//!  build:  band the equations c · S[start..start+64] = f            ribbon::band
 //!          solve back to front into r columns of S                  ribbon::solve
 //!          write S, seed and shape with a checksum                  ribbon::block
-//!  query:  parity(c & S[start..start+128]) == f, column by column   ribbon::block
+//!  query:  parity(c & S[start..start+64]) == f, column by column    ribbon::block
 //!  sizes and the expected false-positive rate                       ribbon::shape
 //!  the policy: retries with new seeds, Bloom fallback                ribbon::policy
 //! ```
 //!
-//! The solution is stored interleaved, 128 slots by `r` columns per block, so a query
-//! reads two runs of adjacent words; `r` may be `r` or `r + 1` per block, so bits per
-//! key need not be a whole number of columns.
+//! The solution is stored interleaved, 64 slots by `r` columns per block, so a query
+//! reads two adjacent runs of words; `r` may be `r` or `r + 1` per block, so bits per
+//! key need not be a whole number of columns. Blocks written before filter-block
+//! format version 3 have 128-bit rows and their own hashing; they are still read
+//! (`ribbon::block`).
 
 pub(crate) mod band;
 pub(crate) mod block;
@@ -30,5 +32,5 @@ pub(crate) mod policy;
 pub(crate) mod shape;
 pub(crate) mod solve;
 
-pub use block::RIBBON_FORMAT_VERSION;
+pub use block::{RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION};
 pub use policy::{RibbonPolicy, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};

@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `bits_per_key` is the memory really spent: the whole block, header and trailer
-//! included, is at most `bits_per_key · n` bits and within one 128-bit word of it.
+//! included, is at most `bits_per_key · n` bits and within one 64-bit word of it.
 //! The Bloom fallback uses the same bits per key, so a table never loses its filter.
 //! Readers open any block, Ribbon or Bloom, by its trailer.
 //!
@@ -18,7 +18,7 @@
 
 use super::band::Band;
 use super::block::{self, OVERHEAD_LEN};
-use super::hash::ribbon_hash;
+use super::hash::{ribbon_hash, seed_salt};
 use super::shape::{slot_factor, Shape};
 use super::solve::back_substitute;
 use crate::bloom_policy::{open_filter_block, BloomPolicy, MAX_BITS_PER_KEY, MIN_BITS_PER_KEY};
@@ -31,11 +31,12 @@ use crate::policy::{FilterBuilder, FilterPolicy, FilterReader};
 pub const RIBBON_POLICY_NAME: &str = "bloomkv.Ribbon";
 
 /// Seeds tried before falling back to a Bloom block. With the default slots per key a
-/// seed fails with probability under ~5%, so all four fail about once in 10^5 tables.
+/// seed fails with probability about 15%, so all four fail about once in 2,000 tables.
 pub const RIBBON_MAX_ATTEMPTS: u32 = 4;
 
-/// A Ribbon filter policy: about 30% less memory than a Bloom filter at the same
-/// false-positive rate, or a tenth of the false positives at the same memory.
+/// A Ribbon filter policy: about a quarter less memory than a Bloom filter at the same
+/// false-positive rate, or about a sixth of a cache-local Bloom filter's false
+/// positives at the same memory (docs/FILTERS.md, "Measured").
 ///
 /// ```
 /// use bloomkv_filter::{FilterPolicy, RibbonPolicy};
@@ -51,7 +52,7 @@ pub const RIBBON_MAX_ATTEMPTS: u32 = 4;
 /// let reader = policy.open_reader(&block)?;
 /// assert_eq!(reader.info().layout, "ribbon");
 /// assert!(reader.may_contain(&42u32.to_le_bytes())); // never a false negative
-/// assert!(reader.info().estimated_fp_rate < 0.0015);
+/// assert!(reader.info().estimated_fp_rate < 0.0025);
 /// # Ok::<(), bloomkv_filter::FilterError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -160,9 +161,9 @@ impl RibbonBuilder {
     /// One construction attempt with `seed`: the block, or `None` if banding failed.
     fn try_build(hashes: &[KeyHash], shape: &Shape, seed: u32) -> Option<Vec<u8>> {
         let mut band = Band::new(usize::try_from(shape.slots()).ok()?);
-        let starts = shape.num_starts();
+        let (starts, salt) = (shape.num_starts(), seed_salt(seed));
         for &h in hashes {
-            let r = ribbon_hash(h, seed, starts);
+            let r = ribbon_hash(h, salt, starts);
             if !band.add(r.start as usize, r.coeff, r.fingerprint) {
                 return None;
             }

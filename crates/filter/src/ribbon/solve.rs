@@ -1,7 +1,7 @@
 //! Back-substitution: from the banded equations to the stored solution, last slot first.
 //!
 //! After banding, each occupied slot `p` holds an equation whose first unknown is
-//! `S[p]` and whose other unknowns lie in the next 127 slots. So walking the slots
+//! `S[p]` and whose other unknowns lie in the next 63 slots. So walking the slots
 //! from the last to the first, every unknown an equation needs is already known, and
 //! `S[p]` is whatever makes it true; a slot without an equation is free (we set 0).
 //! Each result column is an independent system with the same coefficients, solved
@@ -9,13 +9,13 @@
 //!
 //! ```text
 //!  for p = m-1 down to 0, for each column b:
-//!    window_b = (window_b << 1)                     slots p+1 .. p+127 in bits 1..127
+//!    window_b = (window_b << 1)                     slots p+1 .. p+63 in bits 1..63
 //!    S_b[p]   = parity(coeff[p] & window_b) ^ result[p]_b     (0 if slot p is empty)
 //!    window_b |= S_b[p]
-//!  at each block start, window_b is block's 128 solution bits of column b: store it
+//!  at each block start, window_b is block's 64 solution bits of column b: store it
 //! ```
 //!
-//! Storage is *interleaved*: for each block, its columns' 128-bit words side by side,
+//! Storage is *interleaved*: for each block, its columns' 64-bit words side by side,
 //! so a query reads two runs of adjacent words (its start block and the next):
 //!
 //! ```text
@@ -27,18 +27,18 @@
 //! blocks hold), so every key's stored columns satisfy its equation.
 
 use super::band::Band;
-use super::hash::{parity, COEFF_BITS};
+use super::hash::{parity, ROW_BITS};
 use super::shape::Shape;
 
 /// Solves the banded system column by column into the interleaved layout of `shape`.
 /// `band.slots()` must equal `shape.slots()`.
-pub(crate) fn back_substitute(band: &Band, shape: &Shape) -> Vec<u128> {
+pub(crate) fn back_substitute(band: &Band, shape: &Shape) -> Vec<u64> {
     let total_cols = shape.cols(0) as usize;
-    let mut window = vec![0u128; total_cols];
-    let mut out = vec![0u128; usize::try_from(shape.words()).unwrap_or(0)];
+    let mut window = vec![0u64; total_cols];
+    let mut out = vec![0u64; usize::try_from(shape.words()).unwrap_or(0)];
     for block in (0..shape.blocks).rev() {
-        let first = block * COEFF_BITS;
-        for p in (first..first + COEFF_BITS).rev() {
+        let first = block * ROW_BITS;
+        for p in (first..first + ROW_BITS).rev() {
             let (coeff, result) = band.row(p as usize);
             if coeff == 0 {
                 for w in window.iter_mut() {
@@ -48,7 +48,7 @@ pub(crate) fn back_substitute(band: &Band, shape: &Shape) -> Vec<u128> {
                 for (b, w) in window.iter_mut().enumerate() {
                     let shifted = *w << 1;
                     let bit = (parity(shifted & coeff) ^ (result >> b)) & 1;
-                    *w = shifted | u128::from(bit);
+                    *w = shifted | u64::from(bit);
                 }
             }
         }
