@@ -48,10 +48,12 @@
 //! slots per key (`ribbon::shape`), so at the same bits per key a block keeps slightly
 //! fewer result bits per slot, about 0.3 bits, and lets through ~25% more absent keys.
 
+use std::ops::{BitAnd, BitXor, Shl, Shr};
+
 use byteorder::{ByteOrder, LittleEndian};
 
 use super::hash::{
-    parity, parity128, ribbon_hash, ribbon_hash128, seed_salt, ROW128_BITS, ROW_BITS,
+    parity, parity128, ribbon_hash, ribbon_hash128, seed_salt, RibbonHash, ROW128_BITS, ROW_BITS,
 };
 use super::shape::{Shape, MAX_COLUMNS};
 use crate::error::FilterError;
@@ -210,32 +212,82 @@ fn parse(block: &[u8]) -> Result<Parsed<'_>, FilterError> {
 /// Validates a Ribbon block of either version and opens a reader over it.
 pub(crate) fn open(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
     let p = parse(block)?;
-    // Length proven: the allocations are bounded by the block's own size.
-    let reader: Box<dyn FilterReader> = if p.shape.width == ROW_BITS {
-        let words: Vec<u64> = p
-            .payload
-            .chunks_exact(8)
-            .map(LittleEndian::read_u64)
-            .collect();
-        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
-        Box::new(RibbonReader {
-            words,
-            common: Common::new(&p, ones),
-            popcnt: has_popcnt(),
-        })
+    Ok(if p.shape.width == ROW_BITS {
+        Box::new(RibbonReader::<u64>::new(&p))
     } else {
-        let words: Vec<u128> = p
-            .payload
-            .chunks_exact(16)
-            .map(LittleEndian::read_u128)
-            .collect();
-        let ones = words.iter().map(|w| u64::from(w.count_ones())).sum();
-        Box::new(Ribbon128Reader {
-            words,
-            common: Common::new(&p, ones),
-        })
-    };
-    Ok(reader)
+        Box::new(RibbonReader::<u128>::new(&p))
+    })
+}
+
+/// A solution word and coefficient row: 64 bits wide (version 3) or 128 (version 2),
+/// each width with its own hashing.
+pub(crate) trait Row:
+    Copy
+    + BitAnd<Output = Self>
+    + BitXor<Output = Self>
+    + Shl<u32, Output = Self>
+    + Shr<u32, Output = Self>
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    /// Width in bits: slots per block.
+    const BITS: u64;
+    /// The key's equation under this width's hashing (`ribbon::hash`).
+    fn equation(hash: KeyHash, salt: u64, num_starts: u64) -> RibbonHash<Self>;
+    /// A word from its little-endian bytes (`BITS / 8` of them).
+    fn read_le(bytes: &[u8]) -> Self;
+    /// Set bits, by `count_ones` (one instruction where the CPU has `popcnt`).
+    fn ones(self) -> u32;
+    /// The parity by folding: fewer instructions than a software popcount.
+    fn folded_parity(self) -> u32;
+}
+
+impl Row for u64 {
+    const BITS: u64 = ROW_BITS;
+
+    #[inline(always)]
+    fn equation(hash: KeyHash, salt: u64, num_starts: u64) -> RibbonHash<u64> {
+        ribbon_hash(hash, salt, num_starts)
+    }
+
+    fn read_le(bytes: &[u8]) -> u64 {
+        LittleEndian::read_u64(bytes)
+    }
+
+    #[inline(always)]
+    fn ones(self) -> u32 {
+        self.count_ones()
+    }
+
+    #[inline(always)]
+    fn folded_parity(self) -> u32 {
+        parity(self)
+    }
+}
+
+impl Row for u128 {
+    const BITS: u64 = ROW128_BITS;
+
+    #[inline(always)]
+    fn equation(hash: KeyHash, salt: u64, num_starts: u64) -> RibbonHash<u128> {
+        ribbon_hash128(hash, salt, num_starts)
+    }
+
+    fn read_le(bytes: &[u8]) -> u128 {
+        LittleEndian::read_u128(bytes)
+    }
+
+    #[inline(always)]
+    fn ones(self) -> u32 {
+        self.count_ones()
+    }
+
+    #[inline(always)]
+    fn folded_parity(self) -> u32 {
+        parity128(self)
+    }
 }
 
 /// Whether this CPU counts bits in one instruction (x86-64's `popcnt`, detected once
@@ -321,21 +373,37 @@ impl Common {
     }
 }
 
-/// A decoded version-3 block: 64-bit rows.
+/// A decoded Ribbon block with rows of `R`: version 3 (`u64`) or 2 (`u128`).
 #[derive(Debug)]
-pub(crate) struct RibbonReader {
-    words: Vec<u64>,
+pub(crate) struct RibbonReader<R> {
+    words: Vec<R>,
     common: Common,
     /// Whether `count_ones` is one instruction here (`has_popcnt`).
     popcnt: bool,
 }
 
-impl RibbonReader {
+impl<R: Row> RibbonReader<R> {
+    fn new(p: &Parsed<'_>) -> Self {
+        // `parse` proved the payload a whole number of words: the allocation is
+        // bounded by the block's own size.
+        let words: Vec<R> = p
+            .payload
+            .chunks_exact(R::BITS as usize / 8)
+            .map(R::read_le)
+            .collect();
+        let ones = words.iter().map(|w| u64::from(w.ones())).sum();
+        RibbonReader {
+            words,
+            common: Common::new(p, ones),
+            popcnt: has_popcnt(),
+        }
+    }
+
     /// The query, with the parity computed by `count_ones` (`POPCNT`) or by folding.
     #[inline(always)]
     fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
         let c = &self.common;
-        let h = ribbon_hash(hash, c.salt, c.num_starts);
+        let h = R::equation(hash, c.salt, c.num_starts);
         let (lo, hi, cols) = c.spans(h.start);
         let (Some(lo_words), Some(hi_words)) =
             (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
@@ -344,16 +412,16 @@ impl RibbonReader {
         };
         // Align the row to the two blocks instead of each column's words to the row:
         // bits o.. of block i's words and bits ..o of block i+1's meet the row's bits
-        // 0.. and 64-o.. . `(c >> 1) >> (63 - o)` is `c >> (64 - o)` without the
-        // overflowing shift by 64 when o = 0.
-        let o = (h.start % ROW_BITS) as u32;
+        // 0.. and w-o.. . `(c >> 1) >> (w - 1 - o)` is `c >> (w - o)` without the
+        // overflowing shift by w when o = 0.
+        let o = (h.start % R::BITS) as u32;
         let row_lo = h.coeff << o;
-        let row_hi = (h.coeff >> 1) >> (63 - o);
-        let par = |x: u64| {
+        let row_hi = (h.coeff >> 1) >> (R::BITS as u32 - 1 - o);
+        let par = |x: R| {
             if POPCNT {
-                x.count_ones() & 1
+                x.ones() & 1
             } else {
-                parity(x)
+                x.folded_parity()
             }
         };
         Common::check(cols, h.fingerprint, |b| {
@@ -369,7 +437,7 @@ impl RibbonReader {
     }
 }
 
-impl FilterReader for RibbonReader {
+impl<R: Row> FilterReader for RibbonReader<R> {
     #[inline]
     fn may_contain_hash(&self, hash: KeyHash) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -390,13 +458,14 @@ impl FilterReader for RibbonReader {
     #[inline]
     fn prefetch_hash(&self, hash: KeyHash) {
         let c = &self.common;
-        let h = ribbon_hash(hash, c.salt, c.num_starts);
+        let h = R::equation(hash, c.salt, c.num_starts);
         let (lo, hi, cols) = c.spans(h.start);
         // The words of the columns checked first, in both blocks: most queries end
-        // there. The two blocks are adjacent, so it is one run of at most 36 words from
-        // `lo` on: one hint per 64-byte line (8 words), and its last word.
+        // there. The two blocks are adjacent, so it is one run from `lo` on: one hint
+        // per 64-byte line, and its last word.
+        let per_line = (512 / R::BITS) as usize;
         let last = hi + cols.min(EARLY_COLUMNS) - 1;
-        for w in (lo..last).step_by(8).chain([last]) {
+        for w in (lo..last).step_by(per_line).chain([last]) {
             if let Some(word) = self.words.get(w) {
                 prefetch(word);
             }
@@ -404,63 +473,11 @@ impl FilterReader for RibbonReader {
     }
 
     fn info(&self) -> FilterInfo {
-        self.common.info(self.words.len() as u64 * ROW_BITS)
+        self.common.info(self.words.len() as u64 * R::BITS)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.words.len() * 8
-    }
-}
-
-/// A decoded version-2 block: 128-bit rows.
-#[derive(Debug)]
-pub(crate) struct Ribbon128Reader {
-    words: Vec<u128>,
-    common: Common,
-}
-
-impl FilterReader for Ribbon128Reader {
-    #[inline]
-    fn may_contain_hash(&self, hash: KeyHash) -> bool {
-        let c = &self.common;
-        let h = ribbon_hash128(hash, c.salt, c.num_starts);
-        let (lo, hi, cols) = c.spans(h.start);
-        let (Some(lo_words), Some(hi_words)) =
-            (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
-        else {
-            return true; // unreachable for a validated shape; fail open
-        };
-        let o = (h.start % ROW128_BITS) as u32;
-        let row_lo = h.coeff << o;
-        let row_hi = (h.coeff >> 1) >> (127 - o);
-        Common::check(cols, h.fingerprint, |b| {
-            parity128((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi))
-        })
-    }
-
-    #[inline]
-    fn prefetch_hash(&self, hash: KeyHash) {
-        let c = &self.common;
-        let h = ribbon_hash128(hash, c.salt, c.num_starts);
-        let (lo, hi, cols) = c.spans(h.start);
-        // Each block's first columns are at most 64 bytes: first and last word name
-        // every line they touch.
-        let early = cols.min(EARLY_COLUMNS);
-        for first in [lo, hi] {
-            for w in [first, first + early - 1] {
-                if let Some(word) = self.words.get(w) {
-                    prefetch(word);
-                }
-            }
-        }
-    }
-
-    fn info(&self) -> FilterInfo {
-        self.common.info(self.words.len() as u64 * ROW128_BITS)
-    }
-
-    fn memory_bytes(&self) -> usize {
-        self.words.len() * 16
+        self.words.len() * (R::BITS as usize / 8)
     }
 }
 
@@ -470,38 +487,39 @@ mod tests {
     use crate::policy::FilterPolicy;
     use crate::ribbon::RibbonPolicy;
 
-    /// The two ways of computing a parity give the same answers, key for key: the
-    /// folding one every x86-64 CPU runs and `count_ones` (one instruction where the
-    /// CPU has it, which `may_contain_hash` then uses).
+    /// The two ways of computing a parity give the same answers, key for key, for both
+    /// row widths: the folding one every x86-64 CPU runs and `count_ones` (one
+    /// instruction where the CPU has it, which `may_contain_hash` then uses).
     #[test]
     fn both_parities_answer_alike() {
+        fn check<R: Row>(block: &[u8], keys: u32) {
+            let p = parse(block).unwrap();
+            assert_eq!(p.shape.width, R::BITS);
+            let r = RibbonReader::<R>::new(&p);
+            let mut passed = 0;
+            for i in 0..200_000u32 {
+                let h = KeyHash::of(format!("kav:{i}").as_bytes());
+                let folded = r.query::<false>(h);
+                assert_eq!(folded, r.query::<true>(h), "key {i}");
+                assert_eq!(folded, r.may_contain_hash(h), "key {i}");
+                passed += u32::from(folded);
+            }
+            // The block's keys and about 0.1–0.2% of the others.
+            assert!((keys..keys + 1_000).contains(&passed), "{passed}");
+        }
         let policy = RibbonPolicy::new(10.0).unwrap();
         let mut b = policy.new_builder();
         for i in 0..20_000u32 {
-            b.add_key(&i.to_le_bytes());
+            b.add_key(format!("kav:{i}").as_bytes());
         }
-        let block = b.finish();
-        let p = parse(&block).unwrap();
-        assert_eq!(p.shape.width, ROW_BITS);
-        let words = p
-            .payload
-            .chunks_exact(8)
-            .map(LittleEndian::read_u64)
+        check::<u64>(&b.finish(), 20_000);
+        // A version-2 block, as the old builder wrote it (1,000 keys "kav:{i}").
+        let line = include_str!("../../tests/fixtures/ribbon_blocks_v2.txt");
+        let hex = line.lines().next().unwrap().rsplit(' ').next().unwrap();
+        let block: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
-        let r = RibbonReader {
-            words,
-            common: Common::new(&p, 0),
-            popcnt: has_popcnt(),
-        };
-        let mut passed = 0;
-        for i in 0..200_000u32 {
-            let h = KeyHash::of(&i.to_le_bytes());
-            let folded = r.query::<false>(h);
-            assert_eq!(folded, r.query::<true>(h), "key {i}");
-            assert_eq!(folded, r.may_contain_hash(h), "key {i}");
-            passed += u32::from(folded);
-        }
-        // The 20,000 keys and about 0.2% of the others.
-        assert!((20_000..20_000 + 1_000).contains(&passed), "{passed}");
+        check::<u128>(&block, 1_000);
     }
 }
