@@ -200,9 +200,32 @@ fn duplicate_keys_do_not_break_construction() {
     assert!(distinct.iter().all(|&h| reader.may_contain_hash(h)));
 }
 
-/// With fewer slots than keys no seed can succeed: every attempt fails and the table
-/// gets the Bloom fallback, with no false negative. With slightly too few slots for
-/// comfort, some tables need a second seed, recorded in the block.
+/// Fewer slots than keys, with the keys repeated (not next to each other): the repeats
+/// band as implied equations, but a block may not hold more keys than slots, so the
+/// builder writes the Bloom fallback instead of a block no reader would open.
+#[test]
+fn more_keys_than_slots_never_make_a_block_that_will_not_open() {
+    for (distinct, rounds, bpk) in [(200u32, 3, 10.0), (63, 2, 16.0)] {
+        let policy = RibbonPolicy::new(bpk)
+            .unwrap()
+            .with_slots_per_key(0.5)
+            .unwrap();
+        let mut b = policy.new_builder();
+        for _ in 0..rounds {
+            for i in 0..distinct {
+                b.add_key(&i.to_le_bytes());
+            }
+        }
+        let block = b.finish();
+        let reader = open_filter_block(&block)
+            .unwrap_or_else(|e| panic!("{distinct} keys x {rounds}: the block must open: {e}"));
+        assert!((0..distinct).all(|i| reader.may_contain(&i.to_le_bytes())));
+    }
+}
+
+/// With fewer slots than distinct keys no seed could succeed, and the builder does not
+/// try: the table gets the Bloom fallback, with no false negative. With slightly too
+/// few slots for comfort, some tables need a second seed, recorded in the block.
 #[test]
 fn construction_failure_retries_then_falls_back_to_bloom() {
     let hashes = random_hashes(11, 5000);

@@ -15,9 +15,11 @@
 //!      else               shift c right to its lowest 1 bit, advancing p as far
 //! ```
 //!
-//! Each XOR or shift leaves `c`'s bits inside `[start, start + 64)`, so `p` never
-//! passes the last slot. With a little more slots than keys, the expected work per key
-//! is a few XORs of 64-bit rows (Dillinger & Walzer, "Ribbon filter", 2021).
+//! Every equation's 1 bits lie below slot `m` (a start is below `m - 63`), and so do a
+//! stored row's; an XOR with one keeps `c`'s 1 bits there and a shift drops only
+//! zeros, so `p` never passes the last slot (though it may pass `start + 64`). With a
+//! little more slots than keys, the expected work per key is a few XORs of 64-bit rows
+//! (Dillinger & Walzer, "Ribbon filter", 2021).
 
 /// The band: a coefficient row and a result row per slot (`coeff == 0` = empty slot).
 #[derive(Debug)]

@@ -80,8 +80,9 @@ impl RibbonPolicy {
 
     /// The same policy with a fixed number of slots per key instead of the measured
     /// default (about 1.08), for experiments: fewer slots leave more bits per slot but
-    /// make construction fail more often (below 1.0 it always fails, and every table
-    /// gets the Bloom fallback).
+    /// make construction fail more often. A block never holds more keys (repeats
+    /// included) than slots, so below 1.0 a table gets the Bloom fallback unless
+    /// rounding up to whole 64-slot blocks leaves room.
     ///
     /// Errors unless `slots_per_key` is in `(0, 16]`.
     pub fn with_slots_per_key(self, slots_per_key: f64) -> Result<RibbonPolicy, FilterError> {
@@ -115,7 +116,9 @@ impl RibbonPolicy {
         let bloom = BloomLayout::Standard;
         let bits = bloom.num_bits(n, self.bits_per_key);
         let bloom_fp = bloom.estimated_fp_rate(bits, n, bloom.num_probes(self.bits_per_key));
-        (shape.expected_fp() < bloom_fp).then_some(shape)
+        // More keys than slots (repeats included) can band, the repeats implied, but
+        // a reader refuses such a block: it cannot be what a sound builder wrote.
+        (shape.expected_fp() < bloom_fp && n <= shape.slots()).then_some(shape)
     }
 }
 
