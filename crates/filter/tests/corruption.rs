@@ -10,6 +10,9 @@ use bloomkv_filter::{
     FilterPolicy, RibbonPolicy, RIBBON128_FORMAT_VERSION,
 };
 
+mod common;
+use common::ribbon_v2_blocks;
+
 fn assert_all_damage_refused<T: std::fmt::Debug>(
     what: &str,
     good: &[u8],
@@ -91,15 +94,7 @@ fn damaged_ribbon_blocks_are_refused() {
         assert_all_damage_refused("ribbon", &block, open_filter_block);
     }
     // Blocks of format version 2 (128-bit rows), still read: the first fixture block.
-    let line = include_str!("fixtures/ribbon_blocks_v2.txt")
-        .lines()
-        .next()
-        .unwrap();
-    let hex = line.rsplit(' ').next().unwrap();
-    let block: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect();
+    let block = ribbon_v2_blocks().swap_remove(0);
     assert_eq!(
         filter_block::format_version(&block),
         Some(RIBBON128_FORMAT_VERSION)

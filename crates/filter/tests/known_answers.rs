@@ -24,15 +24,11 @@ use bloomkv_filter::{
     FilterPolicy, KeyHash, RibbonPolicy,
 };
 
+mod common;
+use common::{ribbon_v2_blocks, unhex};
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("fixture is hex"))
-        .collect()
 }
 
 fn key(i: u64) -> Vec<u8> {
@@ -245,8 +241,7 @@ fn blocks_written_earlier_still_answer_identically() {
 fn ribbon_blocks_of_version_2_still_answer_identically() {
     let fixtures = include_str!("fixtures/ribbon_blocks_v2.txt");
     assert_eq!(check_fixture_blocks(fixtures), 3);
-    for line in fixtures.lines() {
-        let block = unhex(line.rsplit(' ').next().unwrap());
+    for block in ribbon_v2_blocks() {
         assert_eq!(
             filter_block::format_version(&block),
             Some(bloomkv_filter::RIBBON128_FORMAT_VERSION)
