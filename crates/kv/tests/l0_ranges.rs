@@ -21,11 +21,23 @@ fn tables() -> Vec<Vec<Vec<u8>>> {
         // Bounds equal in the 8 bytes after the prefix, apart only after them.
         vec![k(b"p/abcdefgh/12345678a"), k(b"p/abcdefgh/12345678z")],
         // Bounds that end inside the word, one a prefix of the other.
-        vec![k(b"p/abcdefgh/1"), k(b"p/abcdefgh/1\0"), k(b"p/abcdefgh/12")],
+        vec![
+            k(b"p/abcdefgh/1"),
+            k(b"p/abcdefgh/1\0"),
+            k(b"p/abcdefgh/12"),
+        ],
         // A bound that is the prefix itself, and zero bytes after it.
-        vec![k(b"p/abcdefgh"), k(b"p/abcdefgh\0\0"), k(b"p/abcdefgh\0\x01")],
+        vec![
+            k(b"p/abcdefgh"),
+            k(b"p/abcdefgh\0\0"),
+            k(b"p/abcdefgh\0\x01"),
+        ],
         // A wide table: its bounds differ in the first byte after the prefix.
-        vec![k(b"p/abcdefgh"), k(b"p/abcdefgh/5"), k(b"p/abcdefgh\xff\xff")],
+        vec![
+            k(b"p/abcdefgh"),
+            k(b"p/abcdefgh/5"),
+            k(b"p/abcdefgh\xff\xff"),
+        ],
         // A newer version of keys the older tables hold.
         vec![k(b"p/abcdefgh/12345678a"), k(b"p/abcdefgh/1")],
     ]
@@ -91,7 +103,11 @@ fn gets_at_the_edges_of_l0_ranges_answer_like_a_model() {
         let hi = keys.iter().max().unwrap().clone();
         ranges.push((lo, hi));
     }
-    assert_eq!(db.stats().tables_per_level[0], ranges.len(), "one L0 table per flush");
+    assert_eq!(
+        db.stats().tables_per_level[0],
+        ranges.len(),
+        "one L0 table per flush"
+    );
 
     let keys = lookups(&model);
     assert!(keys.len() > 60, "{} lookups", keys.len());
@@ -99,7 +115,11 @@ fn gets_at_the_edges_of_l0_ranges_answer_like_a_model() {
     for key in &keys {
         let before = db.stats().table_probes;
         let got = db.get(key).unwrap();
-        assert_eq!(got.as_deref(), model.get(key).map(Vec::as_slice), "get {key:?}");
+        assert_eq!(
+            got.as_deref(),
+            model.get(key).map(Vec::as_slice),
+            "get {key:?}"
+        );
         if got.is_none() {
             // An absent key is checked in every table whose range holds it, no other.
             let holding = ranges
