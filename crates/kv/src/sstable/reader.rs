@@ -383,20 +383,43 @@ impl Table {
         read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Hit>> {
-        let t = &*self.inner;
+        if !self.filter_may_hold(hash, tally) {
+            return Ok(None);
+        }
+        self.read_hit_at(key, read_seq, tally)
+    }
+
+    /// The first half of [`probe_hit_at`](Self::probe_hit_at): the table is probed,
+    /// and its filter asked. `false`: the table certainly does not hold the key (a
+    /// data-block read avoided). Small and inlined, so that a get asking many tables
+    /// pays a call, and the move of a result, only where a filter says "maybe".
+    #[inline(always)]
+    pub(crate) fn filter_may_hold(&self, hash: KeyHash, tally: &mut ReadTally) -> bool {
         tally.table_probes += 1;
-        let filter_said_maybe = match &t.filter {
-            None => false,
-            Some(filter) => {
-                tally.filter_checks += 1;
-                if !filter.may_contain_hash(hash) {
-                    tally.filter_negatives += 1; // a data-block read avoided
-                    return Ok(None);
-                }
-                tally.filter_positives += 1;
-                true
-            }
+        let Some(filter) = &self.inner.filter else {
+            return true;
         };
+        tally.filter_checks += 1;
+        if filter.may_contain_hash(hash) {
+            tally.filter_positives += 1;
+            true
+        } else {
+            tally.filter_negatives += 1;
+            false
+        }
+    }
+
+    /// The second half of [`probe_hit_at`](Self::probe_hit_at), once
+    /// [`filter_may_hold`](Self::filter_may_hold) said yes: the one data-block read
+    /// (more for a snapshot whose versions continue into the next blocks).
+    pub(crate) fn read_hit_at(
+        &self,
+        key: &[u8],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
+        let t = &*self.inner;
+        let filter_said_maybe = t.filter.is_some();
         let mut i = t.index.find(key);
         let Some(handle) = t.index.handle(i) else {
             return Ok(None); // unreachable for a key <= largest: the last separator is largest
