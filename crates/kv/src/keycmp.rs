@@ -60,6 +60,21 @@ pub(crate) fn less(a: &[u8], b: &[u8]) -> bool {
     compare(a, b) == Ordering::Less
 }
 
+/// The 8 bytes of `s` after its first `skip`, zero-padded, as a big-endian word.
+///
+/// Two keys that share their first `skip` bytes order like these words wherever the
+/// words differ (a key that ends sooner is padded with zeros, and is the smaller one
+/// wherever that decides); equal words say nothing. The index's search and a get's L0
+/// range checks compare these first and the keys only on a tie.
+#[inline]
+pub(crate) fn word_after(s: &[u8], skip: usize) -> u64 {
+    let mut w = [0u8; 8];
+    let tail = s.get(skip..).unwrap_or_default();
+    let n = tail.len().min(8);
+    w[..n].copy_from_slice(&tail[..n]);
+    u64::from_be_bytes(w)
+}
+
 /// The length of the longest common prefix of `a` and `b`.
 #[inline]
 pub(crate) fn common_prefix(a: &[u8], b: &[u8]) -> usize {

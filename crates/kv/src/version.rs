@@ -94,20 +94,15 @@ impl L0Bounds {
             prefix: first.smallest()[..n].to_vec(),
             words: l0
                 .iter()
-                .map(|t| (word_at(t.smallest(), n), word_at(t.largest(), n)))
+                .map(|t| {
+                    (
+                        keycmp::word_after(t.smallest(), n),
+                        keycmp::word_after(t.largest(), n),
+                    )
+                })
                 .collect(),
         }
     }
-}
-
-/// The 8 bytes of `key` from `at` on as a big-endian word, zero-padded past its end.
-#[inline]
-fn word_at(key: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    let tail = key.get(at..).unwrap_or_default();
-    let n = tail.len().min(8);
-    w[..n].copy_from_slice(&tail[..n]);
-    u64::from_be_bytes(w)
 }
 
 impl Version {
@@ -146,7 +141,7 @@ impl Version {
         if l0.len() <= 64 && bounds.words.len() == l0.len() {
             let mut candidates = 0u64;
             if let Some(rest) = key.strip_prefix(bounds.prefix.as_slice()) {
-                let w = word_at(rest, 0);
+                let w = keycmp::word_after(rest, 0);
                 for (i, (handle, &(lo, hi))) in l0.iter().zip(&bounds.words).enumerate() {
                     let covered = if lo < w && w < hi {
                         true

@@ -154,30 +154,22 @@ impl SearchWords {
         let prefix = first[..keycmp::common_prefix(first, last)].to_vec();
         let words = entries
             .iter()
-            .map(|e| word_after(&data[e.separator.clone()], prefix.len()))
+            .map(|e| keycmp::word_after(&data[e.separator.clone()], prefix.len()))
             .collect();
         SearchWords { prefix, words }
     }
 
     fn place(&self, key: &[u8]) -> Placed {
         match key.get(..self.prefix.len()) {
-            Some(head) if head == &self.prefix[..] => Placed::Word(word_after(key, head.len())),
+            Some(head) if head == &self.prefix[..] => {
+                Placed::Word(keycmp::word_after(key, head.len()))
+            }
             // Differs within the prefix (or is a shorter prefix of it): the first
             // difference orders the key against every separator at once.
             _ if keycmp::less(key, &self.prefix) => Placed::Below,
             _ => Placed::Above,
         }
     }
-}
-
-/// The 8 bytes of `s` after its first `skip`, zero-padded, as a big-endian word.
-#[inline]
-fn word_after(s: &[u8], skip: usize) -> u64 {
-    let mut w = [0u8; 8];
-    let tail = s.get(skip..).unwrap_or_default();
-    let n = tail.len().min(8);
-    w[..n].copy_from_slice(&tail[..n]);
-    u64::from_be_bytes(w)
 }
 
 impl IndexBlock {
