@@ -159,11 +159,7 @@ impl Version {
             while candidates != 0 {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                let table = &l0[i].table;
-                if !table.filter_may_hold(hash, tally) {
-                    continue;
-                }
-                if let Some(hit) = table.read_hit_at(key, read_seq, tally)? {
+                if let Some(hit) = l0[i].table.probe_hit_at(key, hash, read_seq, tally)? {
                     return Ok(Some(hit));
                 }
             }

@@ -375,7 +375,9 @@ impl Table {
     }
 
     /// [`probe_covered_at`](Self::probe_covered_at) without a copy of the key, for the
-    /// store's get, which knows it already.
+    /// store's get, which knows it already. Inlined, so that a get asking many tables
+    /// pays a call, and the move of a result, only where a filter says "maybe".
+    #[inline(always)]
     pub(crate) fn probe_hit_at(
         &self,
         key: &[u8],
@@ -391,10 +393,9 @@ impl Table {
 
     /// The first half of [`probe_hit_at`](Self::probe_hit_at): the table is probed,
     /// and its filter asked. `false`: the table certainly does not hold the key (a
-    /// data-block read avoided). Small and inlined, so that a get asking many tables
-    /// pays a call, and the move of a result, only where a filter says "maybe".
+    /// data-block read avoided).
     #[inline(always)]
-    pub(crate) fn filter_may_hold(&self, hash: KeyHash, tally: &mut ReadTally) -> bool {
+    fn filter_may_hold(&self, hash: KeyHash, tally: &mut ReadTally) -> bool {
         tally.table_probes += 1;
         let Some(filter) = &self.inner.filter else {
             return true;
@@ -412,7 +413,7 @@ impl Table {
     /// The second half of [`probe_hit_at`](Self::probe_hit_at), once
     /// [`filter_may_hold`](Self::filter_may_hold) said yes: the one data-block read
     /// (more for a snapshot whose versions continue into the next blocks).
-    pub(crate) fn read_hit_at(
+    fn read_hit_at(
         &self,
         key: &[u8],
         read_seq: SeqNo,
