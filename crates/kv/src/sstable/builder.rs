@@ -154,6 +154,8 @@ pub struct TableBuilder {
     compression: Compression,
     /// Where a block is compressed before it is written.
     packed: Vec<u8>,
+    /// The LZ4 match finder's tables, kept between blocks.
+    lz4: compression::Lz4Writer,
     /// Data blocks are capped at `block_size` and padded to page boundaries.
     align: bool,
 }
@@ -177,6 +179,7 @@ impl TableBuilder {
             block_size: options.block_size.clamp(1, MAX_BLOCK_SIZE),
             compression: options.compression,
             packed: Vec::new(),
+            lz4: compression::Lz4Writer::default(),
             align: options.block_align && options.compression == Compression::None,
             offset: 0,
             block: BlockBuilder::new(options.restart_interval),
@@ -405,7 +408,7 @@ impl TableBuilder {
     fn flush_block(&mut self) -> Result<()> {
         let raw = self.block.finish();
         let buf = if self.compression == Compression::Lz4
-            && compression::compress_lz4(raw, &mut self.packed)
+            && compression::compress_lz4(&mut self.lz4, raw, &mut self.packed)
         {
             trailer::seal_as(&mut self.packed, 0, trailer::LZ4_COMPRESSION);
             &mut self.packed

@@ -81,6 +81,7 @@ mod file;
 mod footer;
 mod index;
 mod iter;
+mod lz4;
 mod properties;
 mod reader;
 mod trailer;
