@@ -90,15 +90,7 @@ mod tests {
     }
 
     fn incompressible(n: usize) -> Vec<u8> {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        crate::sstable::test_util::noise(0x9E37_79B9_7F4A_7C15, n)
     }
 
     #[test]

@@ -284,17 +284,9 @@ mod tests {
     /// A data block like the benchmark's: consecutive keys, values of 50 random bytes
     /// and 50 of one byte.
     fn entries_block(entries: usize) -> Vec<u8> {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut block = crate::sstable::block_builder::BlockBuilder::new(16);
         for i in 0..entries as u64 {
-            let mut value: Vec<u8> = (0..50)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
+            let mut value = crate::sstable::test_util::noise(0x9E37_79B9_7F4A_7C15 ^ i, 50);
             value.resize(100, b'v');
             let key = format!("key{:016}", 1_000 + i);
             block.add(

@@ -192,3 +192,16 @@ pub(crate) fn open(data: Vec<u8>) -> (crate::Result<Table>, Arc<Counters>, Arc<M
     let table = Table::open(file.clone(), path(), counters.clone(), &policies());
     (table, counters, file)
 }
+
+/// `n` bytes of xorshift noise from `seed` (nonzero): data no compressor can shrink.
+pub(crate) fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
