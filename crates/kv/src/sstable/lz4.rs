@@ -344,6 +344,21 @@ mod tests {
         src.extend_from_slice(&unit[..1000]);
         assert!(src.len() > MAX_OFFSET + 1000);
         check(&src);
+        // 300 bytes of noise, a run of zeros, then bytes 100..300 again at exactly the
+        // farthest offset and one byte beyond it: the first is matched there, the
+        // second cannot be (its offset would wrap to 0) and still round-trips.
+        for distance in [MAX_OFFSET, MAX_OFFSET + 1] {
+            let mut src = vec![0u8; distance + 300];
+            src[..300].copy_from_slice(&crate::sstable::test_util::noise(7, 300));
+            src.copy_within(100..300, distance + 100);
+            let seqs = check(&src);
+            let farthest = seqs.iter().map(|&(_, offset, _)| offset).max();
+            assert_eq!(
+                farthest == Some(MAX_OFFSET),
+                distance == MAX_OFFSET,
+                "{distance}"
+            );
+        }
     }
 
     #[test]
