@@ -438,6 +438,15 @@ fn flat_units(args: &BenchArgs, lz4_rows: bool, list: &mut Vec<Unit>) -> Result<
         CacheSize::Default,
         lz4,
     ));
+    // fjall at bloomkv's default cache: the two stores' present gets with equal
+    // caches of the size the target names (8 MiB), beside the main rows'
+    // each-at-its-own-default.
+    list.push(flat_fjall(
+        "fjall 8M",
+        FjallFilter::BitsPerKey(0.0),
+        CacheSize::Bytes(Options::default().block_cache_size),
+        lz4,
+    ));
     list.push(flat_fjall(
         "fjall own filters",
         FjallFilter::Default,
