@@ -55,9 +55,10 @@ fn json_report_has_runs_environment_spreads_and_fills() {
     assert!(env["cores"].as_u64().unwrap() >= 1);
     assert!(env.get("memory_bytes").is_some());
 
-    // Rows: two bloomkv filters + the 32 MiB and 512 MiB rows + four fjall rows
-    // (+ three RocksDB rows with the feature), each with both phases.
-    let stores = if cfg!(feature = "rocksdb") { 11 } else { 8 };
+    // Rows: two bloomkv filters + the 32 MiB and 512 MiB rows + five fjall rows (no
+    // filter, 10 bits/key, 8 MiB, its own filters, 512 MiB) (+ three RocksDB rows with
+    // the feature), each with both phases.
+    let stores = if cfg!(feature = "rocksdb") { 12 } else { 9 };
     let summary = report["summary"].as_array().unwrap();
     assert_eq!(summary.len(), 2 * stores);
     for s in summary {
