@@ -251,7 +251,7 @@ impl Db {
         };
 
         // Open every live table; index and filter come into memory now.
-        let mut version = Version::empty();
+        let mut tables = Vec::new();
         for meta in state.tables() {
             let level = meta.level as usize;
             if level >= NUM_LEVELS {
@@ -261,9 +261,9 @@ impl Db {
                 ));
             }
             let handle = open_table(&table_cache, &dir, meta.number, &counters, &policies)?;
-            version.levels[level].push(Arc::new(handle));
+            tables.push((level, Arc::new(handle)));
         }
-        let version = version.apply(&[], Vec::new());
+        let version = Version::empty().apply(&[], tables);
 
         let max_on_disk = names
             .iter()
@@ -1630,7 +1630,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
             dir.display()
         )));
     };
-    let mut version = Version::empty();
+    let mut tables = Vec::new();
     for meta in state.tables() {
         let level = meta.level as usize;
         if level >= NUM_LEVELS {
@@ -1640,9 +1640,9 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
             ));
         }
         let handle = open_table(&table_cache, dir, meta.number, &counters, &policies)?;
-        version.levels[level].push(Arc::new(handle));
+        tables.push((level, Arc::new(handle)));
     }
-    let version = version.apply(&[], Vec::new());
+    let version = Version::empty().apply(&[], tables);
     let mut wals: Vec<u64> = names
         .iter()
         .filter_map(|n| match parse_file_name(n) {

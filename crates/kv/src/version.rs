@@ -58,7 +58,8 @@ impl TableHandle {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Version {
     /// `levels[0]` newest first; deeper levels sorted by smallest key, disjoint.
-    /// Built through [`Version::apply`], which also derives `l0_bounds`.
+    /// Read freely, but every version with tables is made by [`Version::apply`] (from
+    /// [`Version::empty`] when a store opens), which also derives `l0_bounds`.
     pub levels: Vec<Vec<Arc<TableHandle>>>,
     /// L0's key ranges in a form a get checks in a few instructions.
     l0_bounds: L0Bounds,
