@@ -84,7 +84,7 @@ pub(crate) fn targets(version: &Version, options: &Options) -> Targets {
     }
     // But L0 must not skip a level that holds data: a newer version of a key has to
     // stay above an older one.
-    let first_nonempty = (1..NUM_LEVELS).find(|&l| !version.levels[l].is_empty());
+    let first_nonempty = (1..NUM_LEVELS).find(|&l| !version.level(l).is_empty());
     Targets {
         base: first_nonempty.map_or(base, |f| f.min(base)),
         bytes,
@@ -98,7 +98,7 @@ pub(crate) fn score(version: &Version, options: &Options, level: usize) -> f64 {
 
 fn score_with(version: &Version, options: &Options, targets: &Targets, level: usize) -> f64 {
     if level == 0 {
-        return version.levels[0].len() as f64 / options.l0_compaction_trigger as f64;
+        return version.level(0).len() as f64 / options.l0_compaction_trigger as f64;
     }
     let bytes = version.level_bytes(level);
     match targets.bytes[level] {
@@ -128,17 +128,17 @@ pub(crate) fn pick(
         return None;
     }
     if level == 0 {
-        let l0 = &version.levels[0];
+        let l0 = version.level(0);
         let smallest = l0.iter().map(|t| t.smallest()).min()?;
         let largest = l0.iter().map(|t| t.largest()).max()?;
-        let mut inputs = l0.clone();
+        let mut inputs = l0.to_vec();
         inputs.extend(version.overlapping(targets.base, smallest, largest));
         return Some(Pick {
             inputs,
             output_level: targets.base,
         });
     }
-    let tables = &version.levels[level];
+    let tables = version.level(level);
     let pointer = compact_pointer[level].clone();
     let chosen = tables
         .iter()

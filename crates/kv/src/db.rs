@@ -758,7 +758,7 @@ impl Inner {
             let l0 = if self.options.disable_auto_compaction {
                 0
             } else {
-                view.version.levels[0].len()
+                view.version.level(0).len()
             };
             if !slowed && l0 >= self.options.level0_slowdown_writes_trigger {
                 slowed = true;
@@ -1113,7 +1113,7 @@ impl Inner {
         let view = self.current();
         let version = &view.version;
         // A tombstone may go only when no deeper level could hold an older value.
-        let drop_tombstones = version.levels[output_level + 1..]
+        let drop_tombstones = version.levels()[output_level + 1..]
             .iter()
             .all(|l| l.is_empty());
         let sources: Vec<Source> = inputs
@@ -1291,7 +1291,7 @@ impl Inner {
     fn stats(&self) -> DbStats {
         let mut stats = self.counters.snapshot();
         let view = self.current();
-        stats.tables_per_level = view.version.levels.iter().map(Vec::len).collect();
+        stats.tables_per_level = view.version.levels().iter().map(Vec::len).collect();
         stats.open_table_files = self.table_cache.open_files() as u64;
         stats.block_cache_bytes = self.table_cache.block_cache_bytes();
         stats.filter_memory_bytes = view

@@ -364,10 +364,11 @@ pub(crate) fn loads(
     };
     let deepest = version.deepest_nonempty_level().max(level);
     let targets = compaction::targets(version, options);
-    let deepest_tables = &version.levels[version.deepest_nonempty_level()];
+    let deepest_tables = version.level(version.deepest_nonempty_level());
     (0..NUM_LEVELS)
         .map(|l| {
-            let staying = version.levels[l]
+            let staying = version
+                .level(l)
                 .iter()
                 .filter(|t| !inputs.contains(&t.number));
             let (mut keys, mut count) = staying.fold((0u64, 0usize), |(k, c), t| {
@@ -397,8 +398,8 @@ pub(crate) fn loads(
 /// one wholly inside a table of `level` counts 1, one it overlaps counts 1/2. A level
 /// the measure cannot judge (the deepest itself, or a tree without one) counts 1.
 fn coverage(version: &Version, level: usize, deepest: &[Arc<TableHandle>]) -> f64 {
-    let tables = &version.levels[level];
-    if deepest.len() < 8 || std::ptr::eq(tables.as_slice(), deepest) {
+    let tables = version.level(level);
+    if deepest.len() < 8 || std::ptr::eq(tables, deepest) {
         return 1.0;
     }
     let covered: f64 = deepest

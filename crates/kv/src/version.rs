@@ -58,9 +58,10 @@ impl TableHandle {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Version {
     /// `levels[0]` newest first; deeper levels sorted by smallest key, disjoint.
-    /// Read freely, but every version with tables is made by [`Version::apply`] (from
-    /// [`Version::empty`] when a store opens), which also derives `l0_bounds`.
-    pub levels: Vec<Vec<Arc<TableHandle>>>,
+    /// Private: every version with tables is made by [`Version::apply`] (from
+    /// [`Version::empty`] when a store opens), which also derives `l0_bounds`, so the
+    /// two cannot drift apart. Read through [`Version::level`] and [`Version::levels`].
+    levels: Vec<Vec<Arc<TableHandle>>>,
     /// L0's key ranges in a form a get checks in a few instructions.
     l0_bounds: L0Bounds,
 }
@@ -112,6 +113,16 @@ impl Version {
             levels: vec![Vec::new(); NUM_LEVELS],
             l0_bounds: L0Bounds::default(),
         }
+    }
+
+    /// Every level's tables, L0 first (newest first), then each deeper level by key.
+    pub(crate) fn levels(&self) -> &[Vec<Arc<TableHandle>>] {
+        &self.levels
+    }
+
+    /// The tables of `level` (empty past the deepest level).
+    pub(crate) fn level(&self, level: usize) -> &[Arc<TableHandle>] {
+        self.levels.get(level).map_or(&[], Vec::as_slice)
     }
 
     /// The newest version of `key` with a sequence number at most `read_seq` held by
