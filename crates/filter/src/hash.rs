@@ -10,7 +10,7 @@
 //! Two hashes feed [`KeyHash`]:
 //!
 //! * [`KeyHash::of`] (XXH3-128) for SSTable filter blocks. It is the faster of the two on
-//!   short keys: 3.7 ns against 7.6 ns for MurmurHash3 on 24-byte keys (the `filter`
+//!   short keys: 3.7 ns against 7.4 ns for MurmurHash3 on 24-byte keys (the `filter`
 //!   benchmark's `hash/24B` group; release build, 2-core machine), about half the
 //!   cost of a cache-resident lookup,
 //!   and every filter block of a store must agree on it, because one hash per lookup

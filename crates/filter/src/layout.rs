@@ -111,7 +111,8 @@ impl BloomLayout {
     }
 
     /// The false-positive rate this layout is expected to have with these sizes:
-    /// the standard formula, or the cache-local Poisson model.
+    /// the standard formula, or the cache-local model (binomial line loads, exact
+    /// occupancy per line).
     pub fn estimated_fp_rate(self, num_bits: u64, num_keys: u64, num_probes: u32) -> f64 {
         match self {
             BloomLayout::Standard => {

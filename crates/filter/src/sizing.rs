@@ -16,10 +16,10 @@
 //! filter of more than 2^32 bits (hundreds of millions of keys) is sized correctly.
 //!
 //! The cache-local layout (all probes of a key in one 512-bit line) follows a different
-//! curve: the number of keys landing in a line varies (Poisson), and crowded lines
+//! curve: the number of keys landing in a line varies (binomially), and crowded lines
 //! cost more false positives than uncrowded ones save.
-//! [`cache_local_false_positive_rate`] averages the standard formula over that
-//! distribution.
+//! [`cache_local_false_positive_rate`] averages each load's exact false-positive rate
+//! (from the line's occupancy distribution) over that distribution.
 //!
 //! Every function checks its arguments and returns [`FilterError::InvalidArgument`]
 //! for zero sizes, rates outside `(0, 1)` and NaN, instead of producing a nonsense size.

@@ -32,7 +32,7 @@ pub enum FilterKind {
     StandardBloom,
     /// No filter: every table whose key range covers a key is read.
     None,
-    /// Ribbon filter (Dillinger & Walzer): about a tenth of the cache-local Bloom's
+    /// Ribbon filter (Dillinger & Walzer): about a fifth of the cache-local Bloom's
     /// false positives at the same bits per key, for a slower build. Levels above
     /// [`Options::bloom_before_level`] get the cache-local Bloom instead.
     Ribbon,
@@ -163,7 +163,7 @@ pub struct Options {
     /// The file layer every file operation goes through. Default: the operating system's.
     pub file_system: Arc<dyn FileSystem>,
     /// More policies to read existing tables with, matched by the name each table
-    /// recorded (the built-in Bloom layouts are always known). A table whose policy is
+    /// recorded (the built-in Bloom and Ribbon policies are always known). A table whose policy is
     /// in neither list is read without its filter and counted in
     /// `DbStats::filter_unknown_policy`. Default empty.
     pub extra_filter_policies: Vec<Arc<dyn FilterPolicy>>,

@@ -439,7 +439,7 @@ fn flat_units(args: &BenchArgs, lz4_rows: bool, list: &mut Vec<Unit>) -> Result<
         lz4,
     ));
     // fjall at bloomkv's default cache: the two stores' present gets with equal
-    // caches of the size the target names (8 MiB), beside the main rows'
+    // caches of the size the present-get target names (8 MiB), beside the main rows'
     // each-at-its-own-default.
     list.push(flat_fjall(
         "fjall 8M",
