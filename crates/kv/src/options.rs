@@ -148,11 +148,14 @@ pub struct Options {
     pub max_immutable_memtables: usize,
     /// L0 tables at which each write first yields up to 1 ms to compaction, spreading
     /// a stall over many writes. Default 20 (RocksDB's; LevelDB uses 8).
-    /// Ignored while `disable_auto_compaction` is set.
+    /// Ignored while `disable_auto_compaction` is set. Must be at least
+    /// `l0_compaction_trigger`.
     pub level0_slowdown_writes_trigger: usize,
     /// L0 tables at which a write that needs a fresh memtable waits until compaction
     /// lowers L0. Default 36 (RocksDB's; LevelDB 12). Ignored while
-    /// `disable_auto_compaction` is set. Must be at least the slowdown trigger.
+    /// `disable_auto_compaction` is set. Must be at least the slowdown trigger (and so
+    /// at least `l0_compaction_trigger`: below it no compaction would ever be due to
+    /// free the write).
     pub level0_stop_writes_trigger: usize,
     /// Table files kept open at once; tables beyond it are reopened on demand (their
     /// index and filter stay in memory, so a filter negative still costs no I/O).
@@ -414,6 +417,24 @@ impl Options {
             return bad(format!(
                 "level_size_multiplier must be at least 2, got {}",
                 self.level_size_multiplier
+            ));
+        }
+        // Below the compaction trigger a stop would wait for a compaction that is never
+        // due (L0's score stays under 1): the write would hang. A slowdown there would
+        // slow writes while nothing works to lower L0. RocksDB raises both silently;
+        // a refusal says what is wrong.
+        if self.level0_stop_writes_trigger < self.l0_compaction_trigger {
+            return bad(format!(
+                "level0_stop_writes_trigger ({}) must be at least l0_compaction_trigger ({}): \
+                 below it writes would wait for a compaction that is never due",
+                self.level0_stop_writes_trigger, self.l0_compaction_trigger
+            ));
+        }
+        if self.level0_slowdown_writes_trigger < self.l0_compaction_trigger {
+            return bad(format!(
+                "level0_slowdown_writes_trigger ({}) must be at least l0_compaction_trigger \
+                 ({}): below it writes would be slowed while no compaction is due",
+                self.level0_slowdown_writes_trigger, self.l0_compaction_trigger
             ));
         }
         if self.level0_stop_writes_trigger < self.level0_slowdown_writes_trigger {

@@ -288,6 +288,51 @@ fn flush_and_compaction_bytes_are_counted_exactly() {
     assert!(compacted < flushed / 2, "{compacted} of {flushed} bytes");
 }
 
+/// The tightest triggers `Options::validate` accepts — slowdown and stop both at the
+/// compaction trigger — still let every write through: a stop is only ever waited
+/// out when a compaction is due to end it. (With the stop trigger one below the
+/// compaction trigger, which `validate` now refuses, this fill hung at the first stop:
+/// L0 waited at 2 tables for a compaction that wanted 4.) The writes run on their own
+/// thread so a hang fails the test instead of stalling the suite; the bound is
+/// minutes for what takes seconds, a check of progress, not of speed.
+#[test]
+fn writes_at_the_tightest_triggers_never_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_size: 4 << 10,
+        l0_compaction_trigger: 4,
+        level0_slowdown_writes_trigger: 4,
+        level0_stop_writes_trigger: 4,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = {
+        let db = Arc::clone(&db);
+        thread::spawn(move || {
+            for i in 0..3_000u32 {
+                db.put(format!("key{:06}", i * 7919 % 3_000), [b'v'; 100])
+                    .unwrap();
+            }
+            done.send(()).unwrap();
+        })
+    };
+    finished
+        .recv_timeout(Duration::from_secs(300))
+        .expect("3,000 writes did not finish: a stop was never lifted");
+    writer.join().unwrap();
+    let stats = db.stats();
+    assert!(stats.compactions > 0, "no compaction ran");
+    assert!(
+        stats.tables_per_level[0] <= 4 + 1,
+        "L0 holds {} tables",
+        stats.tables_per_level[0]
+    );
+    for i in 0..3_000u32 {
+        assert!(db.get(format!("key{i:06}")).unwrap().is_some(), "key {i}");
+    }
+}
+
 /// Closing a store whose background thread is in the middle of compacting: the
 /// compaction stops between two output tables and installs nothing, nothing written
 /// before the close is lost, and no table file outlives the close unless the manifest

@@ -50,6 +50,25 @@ fn validate_refuses_what_open_refuses_with_one_message() {
                 ..Options::default()
             },
         ),
+        // A stop trigger under the compaction trigger: writes would wait for a
+        // compaction that is never due (see `backpressure.rs`).
+        (
+            "level0_stop_writes_trigger",
+            Options {
+                l0_compaction_trigger: 4,
+                level0_slowdown_writes_trigger: 1,
+                level0_stop_writes_trigger: 2,
+                ..Options::default()
+            },
+        ),
+        (
+            "level0_slowdown_writes_trigger",
+            Options {
+                l0_compaction_trigger: 8,
+                level0_slowdown_writes_trigger: 4,
+                ..Options::default()
+            },
+        ),
     ];
     for (field, options) in cases {
         let checked = options.validate().unwrap_err();
