@@ -56,8 +56,33 @@ pub(crate) struct TableCache {
 
 #[derive(Default)]
 struct Clock {
+    /// Every table that has opened its file once, while it lives; dead entries are
+    /// dropped by `evict` as the hand passes and by `register` when they pile up.
     slots: Vec<Weak<FileSlot>>,
     hand: usize,
+    /// `slots.len()` at which `register` next sweeps out dead entries.
+    sweep_at: usize,
+}
+
+/// Fewest entries in the clock list before `register` sweeps it.
+const MIN_SWEEP: usize = 64;
+
+impl Clock {
+    /// Adds a slot that has just opened its file for the first time.
+    ///
+    /// A store under `max_open_files` never evicts, so `evict` never meets the entries
+    /// of the tables compaction deleted; without a sweep here the list would keep one
+    /// per table the store ever opened. Sweeping when the list has doubled since the
+    /// last sweep costs O(1) per table, amortized, and keeps the list within twice the
+    /// live tables (or `MIN_SWEEP`).
+    fn register(&mut self, slot: &Arc<FileSlot>) {
+        self.slots.push(Arc::downgrade(slot));
+        if self.slots.len() >= self.sweep_at.max(MIN_SWEEP) {
+            self.slots.retain(|s| s.strong_count() > 0);
+            self.hand = 0;
+            self.sweep_at = 2 * self.slots.len();
+        }
+    }
 }
 
 /// One table's file: open or closed, reopened on demand.
@@ -140,7 +165,7 @@ impl TableCache {
         slot.file.store(Some(Arc::clone(&file)));
         slot.referenced.store(true, Ordering::Relaxed);
         if !slot.registered.swap(true, Ordering::Relaxed) {
-            clock.slots.push(Arc::downgrade(slot));
+            clock.register(slot);
         }
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         if open > self.capacity {
@@ -307,6 +332,37 @@ mod tests {
         drop(kept);
         assert!(cache.fs.exists(&path));
         assert_eq!(cache.open_files(), 2);
+    }
+
+    /// Tables come and go (compaction) while fewer than `max_open_files` are open, so
+    /// nothing is evicted: the clock list still forgets the dead ones. (It kept all
+    /// 5,000 before `Clock::register` swept it.)
+    #[test]
+    fn the_clock_list_forgets_dropped_tables_without_evictions() {
+        let (cache, live) = cache_with_files(10, 1000);
+        for slot in &live {
+            read_first(slot);
+        }
+        let fs = Arc::clone(&cache.fs);
+        for i in 0..5_000u32 {
+            let path = Path::new("/store").join(format!("t{i}.sst"));
+            let mut f = fs.create(&path).unwrap();
+            f.append(&[7; 16]).unwrap();
+            let slot = cache.slot(path);
+            assert_eq!(read_first(&slot), 7);
+            drop(slot);
+            let listed = lock(&cache.clock).slots.len();
+            // Within twice the live tables or the sweep minimum (64), whichever is more.
+            assert!(listed <= 100, "{listed} listed");
+        }
+        assert_eq!(cache.open_files(), live.len());
+        // The live tables are still listed, so eviction can still close them.
+        let listed: Vec<Arc<FileSlot>> = lock(&cache.clock)
+            .slots
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        assert_eq!(listed.len(), live.len());
     }
 
     #[test]
