@@ -460,6 +460,58 @@ fn every_truncation_and_extension_is_refused() {
     assert!(RangeFilterReader::open(&block).is_ok());
 }
 
+/// A block with one stored hash whose header and words agree: universe `r`, `L`,
+/// one key (`[0]` to `[0xFF; 8]`, all eight bytes mapped), the hash `value`. Its
+/// Elias–Fano words are laid out as the writer lays them (`⌊log2 r⌋` low bits for one
+/// value; high words for one value and the `(r − 1) >> low` buckets after it).
+fn one_hash_block(r: u64, l: u64, value: u64) -> Vec<u8> {
+    let low_bits = r.ilog2();
+    let mut b = b"BKVR\x01\x01\x08\x00".to_vec();
+    for v in [1u64, 1, r, l, 1] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&8u32.to_le_bytes());
+    b.push(0);
+    b.extend_from_slice(&[0xFF; 8]);
+    let mut low = vec![0u64; u64::from(low_bits).div_ceil(64) as usize];
+    if let Some(w) = low.first_mut() {
+        *w = value & ((1u64 << low_bits) - 1);
+    }
+    let mut high = vec![0u64; (2 + ((r - 1) >> low_bits)).div_ceil(64) as usize];
+    let at = value >> low_bits;
+    high[(at / 64) as usize] |= 1 << (at % 64);
+    for w in low.iter().chain(&high) {
+        b.extend_from_slice(&w.to_le_bytes());
+    }
+    let crc = crc32fast_hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// A universe above 2^63 never comes from a writer, and the hash `q + (x − jL)` and
+/// the Elias–Fano positions overflow on one: such a block is refused, however well
+/// its header and words agree. (Before the check, `r = L = u64::MAX` opened and its
+/// first query near the top of the key space panicked in a debug build — a wrapped
+/// sum, a possible false negative, in release — and `r = u64::MAX, L = 1` opened with
+/// a high bit the writer could never set.) At exactly 2^63 it opens and answers.
+#[test]
+fn a_universe_above_two_to_the_63_is_refused() {
+    for (r, l) in [
+        (u64::MAX, u64::MAX),
+        (u64::MAX, 1),
+        ((1 << 63) + 1, 1 << 63),
+    ] {
+        let err = RangeFilterReader::open(&one_hash_block(r, l, 5)).unwrap_err();
+        assert!(matches!(err, FilterError::Corrupt(_)), "r = {r}: {err}");
+    }
+    let top = RangeFilterReader::open(&one_hash_block(1 << 63, 1 << 63, 5)).unwrap();
+    for x in [0u64, 5, u64::MAX - 1, u64::MAX] {
+        let k = x.to_be_bytes();
+        let _ = top.may_contain_range(&k, Bound::Included(&k[..]));
+    }
+}
+
 #[test]
 fn a_forged_header_with_a_valid_checksum_is_refused() {
     // Sizes that would ask for huge allocations, n > r, L = 0, keys out of order.

@@ -29,7 +29,8 @@
 //!
 //! [`open`] checks, before trusting a byte: length ≥ 60, magic, version, CRC, kind,
 //! reserved byte, that both keys fit, `smallest ≤ largest`, `w ≤ 8` and `w` at least
-//! the longer boundary key's bytes after the common prefix (up to 8), `1 ≤ L ≤ r`
+//! the longer boundary key's bytes after the common prefix (up to 8), `r ≤ 2^63`,
+//! `1 ≤ L ≤ r`
 //! (`L ≥ 1` in an empty block), `n ≤ r`, `n ≤
 //! keys`, an empty block (`r = 0`) has `n = keys = s = g = 0`, the exact total length
 //! for those sizes (before allocating), and then the Elias–Fano words themselves
@@ -38,7 +39,7 @@
 use byteorder::{ByteOrder, LittleEndian};
 
 use super::elias_fano::{word_counts, EliasFano};
-use super::grafite::Hasher;
+use super::grafite::{Hasher, MAX_UNIVERSE};
 use super::keymap::{common_prefix_len, KeyMap, MAPPED_BYTES};
 use crate::error::FilterError;
 
@@ -157,6 +158,10 @@ pub(crate) fn open(block: &[u8]) -> Result<Decoded, FilterError> {
         return Err(corrupt(format!(
             "{width} mapped bytes; the boundary keys need {least}..={MAPPED_BYTES}"
         )));
+    }
+    if r > MAX_UNIVERSE {
+        // A writer never makes one; the hash and the decoder would overflow on it.
+        return Err(corrupt(format!("universe {r} above 2^63")));
     }
     if block_len == 0 || (r != 0 && block_len > r) {
         return Err(corrupt(format!(

@@ -104,10 +104,15 @@ impl Hasher {
     }
 }
 
+/// The largest reduced universe a block may have: with `r ≤ 2^63` the hash's sum
+/// `q + (x − jL)` (both terms below `r`) fits a `u64`, and so do the Elias–Fano
+/// decoder's positions. Writers never exceed it; a block that does is refused.
+pub(crate) const MAX_UNIVERSE: u64 = 1 << 63;
+
 /// The reduced universe for `n` distinct keys at `bits_per_key`: `n · 2^(B−2)`,
-/// rounded up, at least `n` and at most `2^63`.
+/// rounded up, at least `n` and at most [`MAX_UNIVERSE`].
 pub(crate) fn reduced_universe(n: u64, bits_per_key: f64) -> u64 {
-    const MAX: f64 = (1u64 << 63) as f64;
+    const MAX: f64 = MAX_UNIVERSE as f64;
     let r = (n as f64 * (bits_per_key - 2.0).exp2()).ceil();
     // NaN or infinity cannot come from a validated bits_per_key; cap them anyway.
     let r = if r.is_finite() { r.min(MAX) } else { MAX };
