@@ -769,6 +769,12 @@ impl Inner {
                     .wait_timeout(w, Duration::from_millis(1))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
+                // The background thread may have failed meanwhile, and the one
+                // notification it sent may have ended this wait: waiting again below
+                // would be forever, and writing would ignore the error.
+                if let Err(e) = self.check_bg_error() {
+                    break Err(e);
+                }
                 continue;
             }
             if view.mem.approximate_size() < self.options.memtable_size {
@@ -1014,6 +1020,11 @@ impl Inner {
             maint.last_sequence,
         ) {
             self.set_bg_error(&e);
+            // A writer stalled for this flush or compaction wakes to the error (this
+            // may be a caller's thread, whose failure nothing else announces). Taking
+            // the writer lock here is safe: `install` runs under `maint` and never
+            // under the writer lock, and the lock order is `maint` → writer.
+            self.notify_progress();
             // Tables this version adds that no manifest names: delete them now, so a
             // full disk gets their space back.
             let old: HashSet<u64> = self
@@ -1238,6 +1249,9 @@ impl Inner {
                 s.pending = false;
             }
             if lock(&self.bg_error).is_some() {
+                // Nothing will run again, but whoever scheduled this pass may be
+                // waiting for progress: wake them to find the error.
+                self.notify_progress();
                 continue;
             }
             // A panic in background work must not leave writers waiting for progress
@@ -1849,5 +1863,69 @@ mod tests {
                 "round {round}: the scan saw {seen:?}"
             );
         }
+    }
+
+    /// A background failure while a writer yields to compaction (L0 at the slowdown
+    /// trigger) and will next have to wait for a flush: the writer must wake to the
+    /// error, not wait forever. Before the fix, the failure's one notification ended
+    /// the writer's 1 ms yield, the writer then waited untimed for progress, and the
+    /// background thread, finding the error set, never notified again.
+    #[test]
+    fn a_writer_yielding_to_a_failing_compaction_gets_the_error() {
+        use crate::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
+        use crate::fs::mem::MemFileSystem;
+
+        let fs = FaultFileSystem::new(Arc::new(MemFileSystem::new()));
+        let options = Options {
+            file_system: Arc::new(fs.clone()),
+            memtable_size: 4096,
+            max_immutable_memtables: 1,
+            l0_compaction_trigger: 1,
+            level0_slowdown_writes_trigger: 1,
+            level0_stop_writes_trigger: 1000,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open("/db", options).unwrap());
+        let value = [b'v'; 100];
+        let mut n = 0u32;
+        let mut put = |db: &Db| {
+            n += 1;
+            db.put(format!("key{n:06}"), value).unwrap();
+        };
+        // Hold the background thread off while the stage is set.
+        let mut maint = lock(&db.inner.maint);
+        while db.inner.current().imm.is_empty() {
+            put(&db);
+        }
+        assert!(db.inner.flush_oldest(&mut maint).unwrap());
+        assert_eq!(db.inner.current().version.level(0).len(), 1);
+        // L0 is at the slowdown trigger now: every write yields first.
+        while db.inner.current().imm.is_empty() {
+            put(&db);
+        }
+        while db.inner.current().mem.approximate_size() < 4096 {
+            put(&db);
+        }
+        // The compaction's first table file will find the disk full.
+        fs.set_plan(FaultPlan::nth(1, &[OpKind::Create], Fault::NoSpace));
+        lock(&db.inner.signal).pending = false;
+        let (done, result) = std::sync::mpsc::channel();
+        let writer = Arc::clone(&db);
+        std::thread::spawn(move || {
+            let _ = done.send(writer.put("late", "write"));
+        });
+        // The writer has scheduled background work and is in its yield.
+        while !lock(&db.inner.signal).pending {
+            std::thread::yield_now();
+        }
+        drop(maint);
+        let got = result
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the writer never woke to the background error");
+        assert!(matches!(got, Err(Error::Closed(_))), "{got:?}");
+        assert!(
+            db.get("late").unwrap().is_none(),
+            "a refused write was applied"
+        );
     }
 }
