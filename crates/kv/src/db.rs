@@ -43,7 +43,7 @@ use crate::memtable::{ByteArena, Memtable, READ_LATEST};
 use crate::merge::{MergeIter, Source};
 use crate::options::{FilterKind, Options, NUM_LEVELS};
 use crate::prefix::prefix_successor;
-use crate::recovery::{self, RecoveryReport};
+use crate::recovery::{self, ClosedMark, RecoveryReport};
 use crate::retain::Retain;
 use crate::scan::{own_bounds, ScanIter};
 use crate::snapshot::{Snapshot, SnapshotList};
@@ -96,6 +96,10 @@ struct View {
 /// The single writer's state.
 struct Writer {
     wal: WalWriter,
+    /// The number of the log `wal` appends to.
+    wal_number: u64,
+    /// That log's length when `wal` began appending to it (0 for a fresh log).
+    wal_start: u64,
     next_seq: SeqNo,
     /// Where small values are copied for the memtable.
     values: ByteArena,
@@ -299,58 +303,67 @@ impl Db {
             last_sequence: state.last_sequence(),
         };
         let mut inner_version = version;
-        let keep = recovery::can_keep(&report, &recovered, options.memtable_size);
-        let (mem, mem_wal, wal_file) = match (wals.first(), wals.last()) {
-            (Some(&oldest), Some(&newest)) if keep => {
-                // The logs replayed cleanly and hold less than a memtable: they stay
-                // the memtable's logs, and writes go on appending to the newest. No
-                // manifest change is needed: it already keeps every log from `oldest`.
-                let file = fs.open_append(&filename::wal_path(&dir, newest))?;
-                remove_obsolete(&fs, &dir, None, oldest);
-                report.kept_in_memtable = true;
-                (recovered, oldest, file)
-            }
-            _ => {
-                if !recovered.is_empty() {
-                    let number = next_file_number.fetch_add(1, Ordering::Relaxed);
-                    let handle = build_table(
-                        &fs,
-                        &table_cache,
-                        &dir,
-                        number,
-                        &options,
-                        &policy,
-                        &counters,
-                        &policies,
-                        // No snapshot exists yet: the newest version of each key.
-                        Retain::new(recovered.versions().map(Ok), Vec::new(), false),
-                    )?;
-                    if let Some(handle) = handle {
-                        inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
-                    }
-                    maint.last_sequence = last_seq;
+        // The mark vouches for the logs once: whatever happens next, this session's
+        // own clean close must write a new one. (A mark that cannot be removed is
+        // harmless: the first append makes the log longer than it says.)
+        let mark = ClosedMark::read(fs.as_ref(), &dir);
+        if mark.is_some() {
+            let _ = fs.remove(&filename::closed_path(&dir));
+        }
+        let keep = recovery::can_keep(&report, &recovered, options.memtable_size, mark);
+        let (mem, mem_wal, wal_file, wal_number, wal_start) =
+            match (wals.first(), report.wals.last()) {
+                (Some(&oldest), Some(newest)) if keep => {
+                    // The logs replayed cleanly, hold less than a memtable, and the last
+                    // session closed cleanly: they stay the memtable's logs, and writes go
+                    // on appending to the newest. No manifest change is needed: it
+                    // already keeps every log from `oldest`.
+                    let file = fs.open_append(&filename::wal_path(&dir, newest.number))?;
+                    remove_obsolete(&fs, &dir, None, oldest);
+                    report.kept_in_memtable = true;
+                    (recovered, oldest, file, newest.number, newest.file_len)
                 }
+                _ => {
+                    if !recovered.is_empty() {
+                        let number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                        let handle = build_table(
+                            &fs,
+                            &table_cache,
+                            &dir,
+                            number,
+                            &options,
+                            &policy,
+                            &counters,
+                            &policies,
+                            // No snapshot exists yet: the newest version of each key.
+                            Retain::new(recovered.versions().map(Ok), Vec::new(), false),
+                        )?;
+                        if let Some(handle) = handle {
+                            inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+                        }
+                        maint.last_sequence = last_seq;
+                    }
 
-                // A manifest that retires the old WALs, then the fresh WAL it names. In
-                // this order, a crash or error in between leaves no WAL newer than one
-                // with a torn tail, and no WAL without a manifest (either would refuse
-                // the next open); a named WAL that does not exist yet holds no writes.
-                let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
-                let next = next_file_number.load(Ordering::Relaxed);
-                write_state(
-                    &fs,
-                    &dir,
-                    &inner_version,
-                    wal_number,
-                    next,
-                    maint.last_sequence,
-                )?;
-                let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
-                fs.sync_dir(&dir)?;
-                remove_obsolete(&fs, &dir, None, wal_number);
-                (Memtable::new(), wal_number, wal_file)
-            }
-        };
+                    // A manifest that retires the old WALs, then the fresh WAL it names. In
+                    // this order, a crash or error in between leaves no WAL newer than one
+                    // with a torn tail, and no WAL without a manifest (either would refuse
+                    // the next open); a named WAL that does not exist yet holds no writes.
+                    let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
+                    let next = next_file_number.load(Ordering::Relaxed);
+                    write_state(
+                        &fs,
+                        &dir,
+                        &inner_version,
+                        wal_number,
+                        next,
+                        maint.last_sequence,
+                    )?;
+                    let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
+                    fs.sync_dir(&dir)?;
+                    remove_obsolete(&fs, &dir, None, wal_number);
+                    (Memtable::new(), wal_number, wal_file, wal_number, 0)
+                }
+            };
 
         let inner = Arc::new(Inner {
             fs,
@@ -368,6 +381,8 @@ impl Db {
             view_write: Mutex::new(()),
             writer: Mutex::new(Writer {
                 wal: WalWriter::new(wal_file),
+                wal_number,
+                wal_start,
                 next_seq: last_seq + 1,
                 values: ByteArena::default(),
             }),
@@ -609,6 +624,7 @@ impl Db {
         }
         let mut w = lock(&self.inner.writer);
         w.wal.sync()?;
+        self.inner.mark_closed(&w);
         Ok(())
     }
 }
@@ -655,6 +671,23 @@ impl Inner {
             return Err(Error::ReadOnly(self.dir.clone()));
         }
         Ok(())
+    }
+
+    /// Leaves the clean-close mark (see [`ClosedMark`]) once every write is synced:
+    /// the next open may then append to this log. Not after any error, and never for a
+    /// read-only open. Best effort: without a mark, the next open takes the path that
+    /// needs none.
+    fn mark_closed(&self, w: &Writer) {
+        if self.options.read_only || self.check_bg_error().is_err() {
+            return;
+        }
+        let mark = ClosedMark {
+            wal: w.wal_number,
+            wal_len: w.wal_start + w.wal.bytes_written(),
+        };
+        if let Ok(mut file) = self.fs.create(&filename::closed_path(&self.dir)) {
+            let _ = file.append(&mark.encode());
+        }
     }
 
     fn check_bg_error(&self) -> Result<()> {
@@ -823,6 +856,8 @@ impl Inner {
             }
         };
         w.wal = WalWriter::new(file);
+        w.wal_number = number;
+        w.wal_start = 0;
         // Read and replace the view under one lock: with a separate read, a version
         // installed in between by the background thread would be overwritten by the
         // older one, and the next install would drop (and delete) its tables.
@@ -1694,6 +1729,8 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         view_write: Mutex::new(()),
         writer: Mutex::new(Writer {
             wal: WalWriter::new(Box::new(NoWrites)),
+            wal_number: mem_wal,
+            wal_start: 0,
             next_seq: last_seq + 1,
             values: ByteArena::default(),
         }),

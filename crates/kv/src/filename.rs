@@ -10,6 +10,8 @@
 //! MANIFEST         the list of live tables (see `manifest`)
 //! MANIFEST.tmp     a manifest being written; renamed to MANIFEST once synced
 //! LOCK             held while a store has the directory open
+//! CLOSED           left by a clean close: the log it names may be appended to again
+//!                  (see `recovery::ClosedMark`); removed by the next open
 //! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
 //!                  and ones the manifest does not name (by open)
 //! ```
@@ -34,6 +36,8 @@ pub const MANIFEST: &str = "MANIFEST";
 pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
+/// The clean-close mark's name (see `recovery::ClosedMark`).
+pub const CLOSED: &str = "CLOSED";
 /// The directory damaged tables (`repair`) and tables no manifest names (open) are
 /// moved into.
 pub const LOST_DIR: &str = "lost";
@@ -57,6 +61,8 @@ pub enum FileKind {
     ManifestTemp,
     /// `LOCK`.
     Lock,
+    /// `CLOSED`.
+    Closed,
 }
 
 /// `{number:06}.sst`
@@ -109,6 +115,11 @@ pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join(LOCK)
 }
 
+/// `dir/CLOSED`
+pub fn closed_path(dir: &Path) -> PathBuf {
+    dir.join(CLOSED)
+}
+
 /// Tells what a directory entry is; `None` for names the store did not make.
 ///
 /// ```
@@ -125,6 +136,7 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
         MANIFEST => return Some(FileKind::Manifest),
         MANIFEST_TMP => return Some(FileKind::ManifestTemp),
         LOCK => return Some(FileKind::Lock),
+        CLOSED => return Some(FileKind::Closed),
         _ => {}
     }
     let (stem, make): (&str, fn(u64) -> FileKind) =

@@ -28,6 +28,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use byteorder::{ByteOrder, LittleEndian};
 use bytes::Bytes;
 use serde::Serialize;
 
@@ -212,9 +213,83 @@ pub(crate) struct Replayed {
 
 /// Whether open may keep the replayed writes as its live memtable and append to the
 /// newest log: only when nothing was dropped (a log with a damaged tail must never be
-/// appended to) and the writes are smaller than a memtable.
-pub(crate) fn can_keep(report: &RecoveryReport, memtable: &Memtable, memtable_size: usize) -> bool {
-    !report.wals.is_empty() && report.is_clean() && memtable.approximate_size() < memtable_size
+/// appended to), the writes are smaller than a memtable, and the last session closed
+/// cleanly with the newest log exactly as long as it is now (`mark`, see
+/// [`ClosedMark`]).
+pub(crate) fn can_keep(
+    report: &RecoveryReport,
+    memtable: &Memtable,
+    memtable_size: usize,
+    mark: Option<ClosedMark>,
+) -> bool {
+    let vouched = match (report.wals.last(), mark) {
+        (Some(newest), Some(mark)) => mark.wal == newest.number && mark.wal_len == newest.file_len,
+        _ => false,
+    };
+    vouched && report.is_clean() && memtable.approximate_size() < memtable_size
+}
+
+/// What a clean close leaves behind (the file `CLOSED`): the newest log and its length,
+/// once every write in it was synced without error.
+///
+/// Replay reads the logs through the page cache. After a failed `fsync` the kernel may
+/// have dropped a log's dirty pages and marked them clean: the bytes still read back
+/// in this boot, but they are not on the device, and later syncs will not write them.
+/// A store that kept such a log and appended to it would sync new, acknowledged
+/// writes behind a hole that a power loss then reveals (refused as corruption, or the
+/// new writes dropped as a tail). So open appends to a log only when this mark vouches
+/// for it — the last session closed with no error and nothing was written since — and
+/// otherwise writes the replayed writes to a table and starts a fresh log. Open
+/// removes the mark before it accepts a write; a crash, a failed sync, or a failed
+/// close leaves none.
+///
+/// ```text
+///   offset  size  field
+///   0       8     wal: the newest log's file number, little-endian
+///   8       8     wal_len: its length in bytes at the close, little-endian
+///   16      4     CRC-32 (IEEE) of bytes 0..16, little-endian
+/// ```
+///
+/// A mark of any other length or checksum is ignored, as if there were none: the
+/// store then takes the path that is always safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClosedMark {
+    pub wal: u64,
+    pub wal_len: u64,
+}
+
+/// Bytes of an encoded [`ClosedMark`].
+const CLOSED_MARK_LEN: usize = 20;
+
+impl ClosedMark {
+    pub(crate) fn encode(self) -> [u8; CLOSED_MARK_LEN] {
+        let mut out = [0u8; CLOSED_MARK_LEN];
+        LittleEndian::write_u64(&mut out[0..8], self.wal);
+        LittleEndian::write_u64(&mut out[8..16], self.wal_len);
+        let crc = crc32fast::hash(&out[0..16]);
+        LittleEndian::write_u32(&mut out[16..20], crc);
+        out
+    }
+
+    /// The mark in `bytes`, or `None` if they are not one.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<ClosedMark> {
+        if bytes.len() != CLOSED_MARK_LEN
+            || crc32fast::hash(&bytes[0..16]) != LittleEndian::read_u32(&bytes[16..20])
+        {
+            return None;
+        }
+        Some(ClosedMark {
+            wal: LittleEndian::read_u64(&bytes[0..8]),
+            wal_len: LittleEndian::read_u64(&bytes[8..16]),
+        })
+    }
+
+    /// The mark in `dir`, if there is a valid one.
+    pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> Option<ClosedMark> {
+        fs.read_all(&filename::closed_path(dir))
+            .ok()
+            .and_then(|bytes| ClosedMark::decode(&bytes))
+    }
 }
 
 /// One stretch of a log, classified.

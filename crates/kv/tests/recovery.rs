@@ -1,4 +1,5 @@
-//! Recovery from the WAL: what a crash mid-append leaves behind is dropped, nothing else.
+//! Recovery from the WAL: what a crash mid-append leaves behind is dropped, nothing else;
+//! a log is appended to again only when the last session closed it cleanly.
 
 use std::path::{Path, PathBuf};
 
@@ -124,7 +125,7 @@ fn a_hundred_short_lived_opens_share_one_log_and_leave_no_tables() {
 }
 
 /// Writes `log` by hand: one record per `(seq, key, value)`, as a store that froze its
-/// memtable and crashed before flushing it would leave the newer log.
+/// memtable and stopped before flushing it would leave the newer log.
 fn write_log(path: &Path, records: &[(u64, &str, &str)]) {
     let fs = bloomkv_kv::fs::OsFileSystem;
     let mut w =
@@ -141,6 +142,16 @@ fn wal_number(path: &Path) -> u64 {
     path.file_stem().unwrap().to_str().unwrap().parse().unwrap()
 }
 
+/// Leaves the mark a clean close would leave for `log` as it is now (`CLOSED`, drawn in
+/// docs/FORMAT.md): the newest log's number and length, and their CRC-32.
+fn mark_closed(dir: &Path, log: &Path) {
+    let mut mark = wal_number(log).to_le_bytes().to_vec();
+    mark.extend_from_slice(&std::fs::metadata(log).unwrap().len().to_le_bytes());
+    let crc = crc32fast::hash(&mark);
+    mark.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(dir.join("CLOSED"), mark).unwrap();
+}
+
 #[test]
 fn several_logs_backing_one_kept_memtable_are_retired_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -150,10 +161,13 @@ fn several_logs_backing_one_kept_memtable_are_retired_together() {
         .path()
         .join(format!("{:06}.wal", wal_number(&first) + 1));
     write_log(&second, &[(4, "key001", "newer"), (5, "extra", "x")]);
+    // The store that wrote the newer log closed cleanly.
+    mark_closed(dir.path(), &second);
 
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let report = db.recovery_report().clone();
     assert!(report.kept_in_memtable, "{report}");
+    assert!(!dir.path().join("CLOSED").exists(), "open removes the mark");
     assert_eq!(report.wals.len(), 2);
     assert_eq!(report.records_replayed(), 5);
     db.put("after", "open").unwrap(); // appended to the newer log
@@ -212,4 +226,109 @@ fn a_large_or_damaged_recovered_log_is_flushed_and_a_fresh_log_started() {
     assert!(db.recovery_report().is_clean());
     assert_eq!(present(&db, 50), 50);
     assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"damage"[..]));
+}
+
+/// A store stopped without a clean close (here: its mark never written, as after a
+/// crash or a failed close) may have read back, from the page cache, log bytes a
+/// failed sync left off the device: its logs are written to a table and a fresh log
+/// started, never appended to. A mark that is torn, forged or names another length
+/// counts as none.
+#[test]
+fn a_log_is_appended_to_again_only_after_a_clean_close() {
+    let dir = tempfile::tempdir().unwrap();
+    write_keys(dir.path(), 3);
+    let log = wal_files(dir.path()).pop().unwrap();
+    let good = std::fs::read(dir.path().join("CLOSED")).unwrap();
+    assert_eq!(good.len(), 20);
+    let len = std::fs::metadata(&log).unwrap().len();
+    assert_eq!(&good[0..8], &wal_number(&log).to_le_bytes());
+    assert_eq!(&good[8..16], &len.to_le_bytes());
+
+    let mut bad_crc = good.clone();
+    bad_crc[19] ^= 1;
+    let mut other_len = good[0..8].to_vec();
+    other_len.extend_from_slice(&(len - 1).to_le_bytes());
+    let crc = crc32fast::hash(&other_len);
+    other_len.extend_from_slice(&crc.to_le_bytes());
+    let cases: [(&str, Option<Vec<u8>>); 4] = [
+        ("no mark", None),
+        ("a torn mark", Some(good[..12].to_vec())),
+        ("a bad checksum", Some(bad_crc)),
+        ("another length", Some(other_len)),
+    ];
+    for (what, mark) in cases {
+        // The same log, as the clean close left it, each time.
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join("MANIFEST"), copy.path().join("MANIFEST")).unwrap();
+        std::fs::copy(&log, copy.path().join(log.file_name().unwrap())).unwrap();
+        if let Some(bytes) = mark {
+            std::fs::write(copy.path().join("CLOSED"), bytes).unwrap();
+        }
+        let db = Db::open(copy.path(), Options::default()).unwrap();
+        let report = db.recovery_report().clone();
+        assert!(!report.kept_in_memtable, "{what}: {report}");
+        assert_eq!(db.stats().num_tables(), 1, "{what}: the log became a table");
+        assert!(
+            !wal_files(copy.path()).contains(&copy.path().join(log.file_name().unwrap())),
+            "{what}: the old log is retired"
+        );
+        assert_eq!(present(&db, 3), 3, "{what}");
+    }
+    // With the clean close's own mark the log is kept.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert!(db.recovery_report().kept_in_memtable);
+}
+
+/// A sync of the log fails: the store stops taking writes, and its close fails and
+/// leaves no mark. The next open must not append to that log — the kernel may have
+/// dropped the failed bytes' pages while still serving them to replay — but write
+/// what replay read to a table and start a fresh log, after which writes are durable
+/// as usual.
+#[test]
+fn a_log_whose_sync_failed_is_never_appended_to_again() {
+    use std::sync::Arc;
+
+    use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
+    use bloomkv_kv::fs::mem::MemFileSystem;
+    use bloomkv_kv::fs::FileSystem;
+
+    let mem = MemFileSystem::new();
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let options = Options {
+        file_system: Arc::new(fs.clone()),
+        sync_writes: true,
+        ..Options::default()
+    };
+    let db = Db::open("/db", options.clone()).unwrap();
+    db.put("k1", "v1").unwrap();
+    fs.set_plan(FaultPlan::nth(1, &[OpKind::Sync], Fault::Error));
+    assert!(db.put("k2", "v2").is_err());
+    assert!(
+        db.put("k3", "v3").is_err(),
+        "writes stop after a failed sync"
+    );
+    assert!(db.close().is_err(), "the close cannot sync the log either");
+    fs.set_plan(FaultPlan::none());
+    let failed_log = mem
+        .list(Path::new("/db"))
+        .unwrap()
+        .into_iter()
+        .find(|n| n.ends_with(".wal"))
+        .unwrap();
+    assert!(
+        !mem.exists(Path::new("/db/CLOSED")),
+        "no mark after the failure"
+    );
+
+    let db = Db::open("/db", options).unwrap();
+    let report = db.recovery_report().clone();
+    assert!(!report.kept_in_memtable, "{report}");
+    let names = mem.list(Path::new("/db")).unwrap();
+    assert!(
+        !names.contains(&failed_log),
+        "the failed log is retired: {names:?}"
+    );
+    assert_eq!(db.get("k1").unwrap().as_deref(), Some(&b"v1"[..]));
+    db.put("k4", "v4").unwrap();
+    db.close().unwrap();
 }
