@@ -23,7 +23,7 @@
 use std::collections::HashSet;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -71,6 +71,8 @@ use crate::write_batch::{self, WriteBatch};
 pub struct Db {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Set by the first `shutdown` (from `close` or `Drop`).
+    closed: AtomicBool,
     /// What open replayed from the logs and what it dropped.
     recovery: RecoveryReport,
 }
@@ -170,18 +172,21 @@ impl Db {
     /// replayed, oldest first, under `options.wal_recovery` (what was dropped is in
     /// [`Db::recovery_report`]). Then one of two things happens:
     ///
-    /// * **Kept.** Every log replayed cleanly (nothing dropped) and the writes fit in
-    ///   less than `memtable_size`: they become the live memtable, backed by the logs
+    /// * **Kept.** Every log replayed cleanly (nothing dropped), the writes fit in
+    ///   less than `memtable_size`, and the last session closed cleanly (its `CLOSED`
+    ///   mark names the newest log at its current length; see
+    ///   `recovery::ClosedMark`): they become the live memtable, backed by the logs
     ///   they came from, and the newest log is reopened for appending. Nothing is
     ///   written at open, and a program that opens, writes a little and exits (a
     ///   command-line `put`) adds to one log instead of leaving a table per run. The
     ///   manifest already keeps every log from the oldest replayed one; the next flush
     ///   retires them all at once (its manifest names the log after them, and only
     ///   then are they deleted).
-    /// * **Flushed.** Otherwise (a tail was dropped or a record skipped, or the writes
-    ///   are large) they are written to an L0 table, a manifest that retires the old
-    ///   logs is made durable, and a fresh log is started: a damaged log is never
-    ///   written after.
+    /// * **Flushed.** Otherwise (a tail was dropped or a record skipped, the writes
+    ///   are large, or the last session crashed, failed a sync or was never closed)
+    ///   they are written to an L0 table, a manifest that retires the old logs is made
+    ///   durable, and a fresh log is started: a damaged log, or one whose bytes may be
+    ///   only in the page cache, is never written after.
     ///
     /// With [`Options::read_only`] nothing is written, no lock is taken, and the logs
     /// are replayed into memory only: see [`Options::read_only`].
@@ -404,6 +409,7 @@ impl Db {
         let db = Db {
             inner,
             worker: Mutex::new(Some(worker)),
+            closed: AtomicBool::new(false),
             recovery: report,
         };
         db.inner.schedule();
@@ -614,6 +620,11 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        // `close` then `Drop`: the second call has nothing left to do (and must not
+        // rewrite the clean-close mark, which could only lose it).
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         {
             let mut s = lock(&self.inner.signal);
             s.shutdown = true;
@@ -1751,6 +1762,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     Ok(Db {
         inner,
         worker: Mutex::new(None),
+        closed: AtomicBool::new(false),
         recovery: replayed.report,
     })
 }
@@ -1906,7 +1918,10 @@ mod tests {
     /// trigger) and will next have to wait for a flush: the writer must wake to the
     /// error, not wait forever. Before the fix, the failure's one notification ended
     /// the writer's 1 ms yield, the writer then waited untimed for progress, and the
-    /// background thread, finding the error set, never notified again.
+    /// background thread, finding the error set, never notified again. The old code
+    /// hangs here only if the failure lands within that 1 ms (it did in both of two
+    /// runs; a slow wake-up of the background thread would let it pass); the fixed
+    /// code returns the error whenever the failure lands.
     #[test]
     fn a_writer_yielding_to_a_failing_compaction_gets_the_error() {
         use crate::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
@@ -1943,7 +1958,7 @@ mod tests {
         while db.inner.current().mem.approximate_size() < 4096 {
             put(&db);
         }
-        // The compaction's first table file will find the disk full.
+        // The background work's first new file (a table) will find the disk full.
         fs.set_plan(FaultPlan::nth(1, &[OpKind::Create], Fault::NoSpace));
         lock(&db.inner.signal).pending = false;
         let (done, result) = std::sync::mpsc::channel();

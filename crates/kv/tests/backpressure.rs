@@ -290,11 +290,13 @@ fn flush_and_compaction_bytes_are_counted_exactly() {
 
 /// The tightest triggers `Options::validate` accepts — slowdown and stop both at the
 /// compaction trigger — still let every write through: a stop is only ever waited
-/// out when a compaction is due to end it. (With the stop trigger one below the
-/// compaction trigger, which `validate` now refuses, this fill hung at the first stop:
-/// L0 waited at 2 tables for a compaction that wanted 4.) The writes run on their own
-/// thread so a hang fails the test instead of stalling the suite; the bound is
-/// minutes for what takes seconds, a check of progress, not of speed.
+/// out when a compaction is due to end it. This guards the accepted edge (that the
+/// refusal in `validate`, tested in `error_reports.rs`, refuses no more than it must);
+/// the same fill with the stop trigger one below the compaction trigger (2 against 4,
+/// `validate`'s check removed) hung at the first stop, L0 waiting at 2 tables for a
+/// compaction that wanted 4. The writes run on their own thread so a hang fails the
+/// test instead of stalling the suite; the bound is minutes for what takes seconds, a
+/// check of progress, not of speed.
 #[test]
 fn writes_at_the_tightest_triggers_never_hang() {
     let dir = tempfile::tempdir().unwrap();
