@@ -144,6 +144,29 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
             2,
             "--keys",
         ),
+        // Each of these once passed the flag check and failed (or, for the cache,
+        // silently ran without one) only after the stores were built.
+        (
+            "bits per key the store refuses",
+            vec!["bench", "--bits-per-key", "0.5"],
+            2,
+            "1..=100",
+        ),
+        (
+            "a cache past the address space",
+            vec!["bench", "--cache-mib", "17592186044416"],
+            2,
+            "--cache-mib",
+        ),
+        ("json into a directory", vec!["bench", "--json", n], 2, "is a directory"),
+        (
+            "prefix scans over too few keys",
+            vec!["bench", "--keys", "4", "--tables", "1"],
+            2,
+            "--prefix-scans",
+        ),
+        ("bench dir is a file", vec!["bench", "--dir", f], 3, "--dir"),
+        ("repair of no store", vec!["repair", n], 3, "no bloomkv store"),
     ];
     for (case, args, code, says) in cases {
         let o = bloomkv(&args);
@@ -165,6 +188,20 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
     let o = bloomkv(&["verify", d]);
     expect(&o, 0, "", "verify beside a writer");
     drop(holder);
+
+    // A store that lost its MANIFEST is named as damaged, with the way out, by the
+    // reading tools too (not "no store").
+    let lost = dir.path().join("lost-manifest");
+    store(&lost, 10);
+    std::fs::remove_file(lost.join("MANIFEST")).unwrap();
+    let l = lost.to_str().unwrap();
+    for (case, args) in [
+        ("get", vec!["get", l, "key000001"]),
+        ("scan", vec!["scan", l]),
+        ("inspect", vec!["inspect", l]),
+    ] {
+        expect(&bloomkv(&args), 3, "`repair` rebuilds it", case);
+    }
 
     // verify: 1 for damage found.
     let table = listing(&db)

@@ -514,7 +514,9 @@ impl WorkDir {
     pub fn new(dir: Option<PathBuf>) -> std::io::Result<WorkDir> {
         match dir {
             Some(path) => {
-                std::fs::create_dir_all(&path)?;
+                std::fs::create_dir_all(&path).map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("--dir {}: {e}", path.display()))
+                })?;
                 let marker = path.join(WORK_DIR_MARKER);
                 if !marker.exists() {
                     if std::fs::read_dir(&path)?.next().is_some() {

@@ -27,7 +27,8 @@ use serde::Serialize;
 use super::{key, BenchError, Progress, WorkDir, Workload, KEY_LEN};
 
 /// Keys per prefix group.
-const GROUP: u64 = 8;
+/// Keys per prefix group (`--prefix-scans` needs at least one full group).
+pub const GROUP: u64 = 8;
 
 /// Bytes of the prefix: `key` and 13 of the 16 digits.
 pub const PREFIX_LEN: usize = KEY_LEN - 3;
@@ -75,7 +76,7 @@ pub struct VersionTimes {
 
 /// The group numbers of a phase: even (present) or odd (absent), seeded.
 fn groups(w: &Workload, scans: u64, present: bool) -> Vec<u64> {
-    let total = (w.keys / GROUP).max(1);
+    let total = (w.keys / GROUP).max(1); // `--keys` ≥ GROUP: every group drawn is full
     let mut rng = StdRng::seed_from_u64(w.seed ^ (u64::from(present) + 7) << 40);
     (0..scans)
         .map(|_| 2 * rng.gen_range(0..total) + u64::from(!present))

@@ -16,6 +16,7 @@ use super::{
     time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase,
     Progress, Report, SweepPoint, WorkDir, Workload,
 };
+use crate::bench::prefix::GROUP as PREFIX_GROUP;
 use crate::bench::report::Machine;
 
 /// Flags of `bloomkv bench` (and of `cargo bench --bench disk_io_savings`).
@@ -154,6 +155,14 @@ impl BenchArgs {
             return Err(format!("--value-size can be at most {MAX_VALUE_SIZE}").into());
         }
         if let Some(path) = &self.json {
+            if path.is_dir() {
+                return Err(format!(
+                    "--json {} is a directory; give a file name (e.g. {}/bench.json)",
+                    path.display(),
+                    path.display()
+                )
+                .into());
+            }
             let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
             if let Some(parent) = parent.filter(|p| !p.is_dir()) {
                 return Err(format!(
@@ -171,11 +180,26 @@ impl BenchArgs {
             bloomkv_filter::RangeFilterBuilder::new(self.range_bits_per_key, self.range_max_len)
                 .map_err(|e| format!("--range-bits-per-key / --range-max-len: {e}"))?;
         }
-        if !(self.bits_per_key.is_finite() && self.bits_per_key > 0.0 && self.bits_per_key <= 100.0)
-        {
+        // The store's own range (`Options::bits_per_key`): anything else would pass here
+        // and fail only once the first store is built.
+        if !(self.bits_per_key.is_finite() && (1.0..=100.0).contains(&self.bits_per_key)) {
             return Err(format!(
-                "--bits-per-key must be in (0, 100], got {}",
+                "--bits-per-key must be in 1..=100, got {}",
                 self.bits_per_key
+            )
+            .into());
+        }
+        if self.cache_mib > usize::MAX >> 20 {
+            return Err(format!(
+                "--cache-mib {} is more bytes than this machine can address",
+                self.cache_mib
+            )
+            .into());
+        }
+        if self.prefix_scans > 0 && self.shape != "leveled" && self.keys < PREFIX_GROUP {
+            return Err(format!(
+                "--prefix-scans needs --keys of at least {PREFIX_GROUP} (the keys go in \
+                 groups of {PREFIX_GROUP} sharing a prefix); give --prefix-scans 0 for fewer"
             )
             .into());
         }

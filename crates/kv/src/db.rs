@@ -234,16 +234,9 @@ impl Db {
             Some(s) => s,
             None if !options.create_if_missing => return Err(no_store(&dir)),
             None => {
-                if let Some(stray) = names.iter().find(|n| {
-                    matches!(
-                        parse_file_name(n),
-                        Some(FileKind::Table(_)) | Some(FileKind::Wal(_))
-                    )
-                }) {
-                    return Err(Error::corruption(
-                        filename::manifest_path(&dir),
-                        format!("missing, but the directory holds store file {stray}"),
-                    ));
+                let missing = no_manifest(&dir, &names);
+                if matches!(missing, Error::Corruption { .. }) {
+                    return Err(missing);
                 }
                 ManifestState::new(1, 0, 0, Vec::new())
             }
@@ -1595,6 +1588,28 @@ pub(crate) fn remove_obsolete(
     }
 }
 
+/// The error for a directory without a `MANIFEST`: corruption if it holds a table or
+/// a log (a store lost its manifest: `repair` rebuilds it), otherwise no store at all
+/// (which an open that creates stores goes on from).
+pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
+    let stray = names.iter().find(|n| {
+        matches!(
+            parse_file_name(n),
+            Some(FileKind::Table(_)) | Some(FileKind::Wal(_))
+        )
+    });
+    match stray {
+        Some(stray) => Error::corruption(
+            filename::manifest_path(dir),
+            format!("missing, but the directory holds store file {stray} (`repair` rebuilds it)"),
+        ),
+        None => Error::InvalidArgument(format!(
+            "{} holds no bloomkv store (no MANIFEST)",
+            dir.display()
+        )),
+    }
+}
+
 fn no_store(dir: &Path) -> Error {
     Error::InvalidArgument(format!(
         "{} holds no bloomkv store and create_if_missing is false",
@@ -1685,10 +1700,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     // it is read fails this attempt, and the caller reads again.
     let names = fs.list(dir)?;
     let Some(state) = manifest::read_manifest(fs.as_ref(), dir)? else {
-        return Err(Error::InvalidArgument(format!(
-            "{} holds no bloomkv store (no MANIFEST)",
-            dir.display()
-        )));
+        return Err(no_manifest(dir, &names));
     };
     let mut tables = Vec::new();
     for meta in state.tables() {

@@ -199,12 +199,10 @@ fn load_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<ManifestState> {
             dir.display()
         )));
     }
-    manifest::read_manifest(fs, dir)?.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{} holds no bloomkv store (no MANIFEST)",
-            dir.display()
-        ))
-    })
+    match manifest::read_manifest(fs, dir)? {
+        Some(state) => Ok(state),
+        None => Err(crate::db::no_manifest(dir, &fs.list(dir)?)),
+    }
 }
 
 /// Reads a store's manifest and opens each live table read-only.
@@ -438,12 +436,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
     report.files_checked += 1;
     let state = match manifest::read_manifest(&fs, dir) {
         Ok(Some(state)) => Some(state),
-        Ok(None) => {
-            return Err(Error::InvalidArgument(format!(
-                "{} holds no bloomkv store (no MANIFEST)",
-                dir.display()
-            )))
-        }
+        Ok(None) => return Err(crate::db::no_manifest(dir, &fs.list(dir)?)),
         Err(e) => {
             report.problems.push(Problem {
                 file: manifest_path,

@@ -152,6 +152,14 @@ impl fmt::Display for RepairReport {
     }
 }
 
+/// The error for a directory with no store file at all.
+fn no_store_to_repair(dir: &Path) -> Error {
+    Error::InvalidArgument(format!(
+        "{} holds no bloomkv store to repair",
+        dir.display()
+    ))
+}
+
 /// Rebuilds the store in `path` if it needs it (see the module docs); a store that
 /// opens cleanly under `options` is left unchanged, so repairing twice changes
 /// nothing the second time.
@@ -182,6 +190,17 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
             "{} does not exist",
             dir.display()
         )));
+    }
+    // A directory with no store file at all is refused before the lock, which would
+    // leave a `LOCK` file behind in it. (Checked again under the lock below.)
+    let any_store_file = fs.list(&dir)?.iter().any(|n| {
+        matches!(
+            parse_file_name(n),
+            Some(FileKind::Manifest | FileKind::Table(_) | FileKind::Wal(_))
+        )
+    });
+    if !any_store_file {
+        return Err(no_store_to_repair(&dir));
     }
     let _lock = match fs.lock(&filename::lock_path(&dir)) {
         Ok(l) => l,
@@ -220,10 +239,7 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
         _ => None,
     });
     if state.is_none() && table_files.is_empty() && wal_files.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{} holds no bloomkv store to repair",
-            dir.display()
-        )));
+        return Err(no_store_to_repair(&dir));
     }
     let (tables, wals, floor): (Vec<u64>, Vec<u64>, SeqNo) = match &state {
         Some(s) => (
