@@ -158,7 +158,12 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
             2,
             "--cache-mib",
         ),
-        ("json into a directory", vec!["bench", "--json", n], 2, "is a directory"),
+        (
+            "json into a directory",
+            vec!["bench", "--json", n],
+            2,
+            "is a directory",
+        ),
         (
             "prefix scans over too few keys",
             vec!["bench", "--keys", "4", "--tables", "1"],
@@ -166,7 +171,12 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
             "--prefix-scans",
         ),
         ("bench dir is a file", vec!["bench", "--dir", f], 3, "--dir"),
-        ("repair of no store", vec!["repair", n], 3, "no bloomkv store"),
+        (
+            "repair of no store",
+            vec!["repair", n],
+            3,
+            "no bloomkv store",
+        ),
     ];
     for (case, args, code, says) in cases {
         let o = bloomkv(&args);
@@ -214,6 +224,16 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
     let o = bloomkv(&["verify", d]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stdout(&o).contains("CORRUPT"));
+    // A damaged data block does not keep the store from opening: verify says so
+    // instead of "no recovery mode opens this store".
+    assert!(
+        stdout(&o).contains("reads that need a damaged block fail"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&o).contains("no recovery mode opens"));
+    let o = bloomkv(&["put", d, "after", "damage"]);
+    expect(&o, 0, "", "put beside a damaged block");
 }
 
 #[test]

@@ -369,11 +369,27 @@ impl fmt::Display for VerifyReport {
             }
         }
         if !self.problems.is_empty() && !self.recovery.iter().any(|v| v.opens) {
-            writeln!(
-                f,
-                "no recovery mode opens this store as it is: `bloomkv repair DIR` rebuilds it \
-                 from what verifies"
-            )?;
+            // Refused logs keep the store shut; damaged tables or a damaged manifest
+            // are another matter: a table's damaged block fails only the reads that
+            // need it, so say which it is.
+            let logs_refused = self
+                .recovery
+                .iter()
+                .all(|v| v.detail.starts_with("refuses"));
+            if logs_refused {
+                writeln!(
+                    f,
+                    "no recovery mode opens this store as it is: `bloomkv repair DIR` \
+                     rebuilds it from what verifies"
+                )?;
+            } else {
+                writeln!(
+                    f,
+                    "the store is damaged (below): reads that need a damaged block fail, \
+                     or the store does not open; `bloomkv repair DIR` rebuilds it from what \
+                     verifies"
+                )?;
+            }
         }
         for p in &self.problems {
             match p.offset {
