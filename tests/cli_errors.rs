@@ -232,6 +232,9 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
         stdout(&o)
     );
     assert!(!stdout(&o).contains("no recovery mode opens"));
+    for line in stdout(&o).lines().filter(|l| l.starts_with("CORRUPT")) {
+        assert_eq!(line.matches("at offset").count(), 1, "said once: {line}");
+    }
     let o = bloomkv(&["put", d, "after", "damage"]);
     expect(&o, 0, "", "put beside a damaged block");
 }

@@ -68,7 +68,14 @@ struct Tally {
 
 pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     let mut problems = Vec::new();
-    let mut report = |kind, offset, reason: String| {
+    let mut report = |kind: BlockKind, offset: u64, reason: String| {
+        // A read's corruption error already names the block ("data block at offset
+        // 0: …"), which `BlockProblem`'s display adds itself: keep only the why.
+        let named = format!("{kind} at offset {offset}: ");
+        let reason = match reason.strip_prefix(&named) {
+            Some(why) => why.to_string(),
+            None => reason,
+        };
         problems.push(BlockProblem {
             kind,
             offset,
