@@ -284,11 +284,16 @@ impl ClosedMark {
         })
     }
 
-    /// The mark in `dir`, if there is a valid one.
+    /// The mark in `dir`, if there is a valid one. Its length is checked before
+    /// anything is read, so a stray file of that name costs nothing however large.
     pub(crate) fn read(fs: &dyn FileSystem, dir: &Path) -> Option<ClosedMark> {
-        fs.read_all(&filename::closed_path(dir))
-            .ok()
-            .and_then(|bytes| ClosedMark::decode(&bytes))
+        let file = fs.open_random(&filename::closed_path(dir)).ok()?;
+        if file.len().ok()? != CLOSED_MARK_LEN as u64 {
+            return None;
+        }
+        let mut bytes = [0u8; CLOSED_MARK_LEN];
+        file.read_exact_at(&mut bytes, 0).ok()?;
+        ClosedMark::decode(&bytes)
     }
 }
 
