@@ -172,6 +172,12 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
         ),
         ("bench dir is a file", vec!["bench", "--dir", f], 3, "--dir"),
         (
+            "more threads than lookups",
+            vec!["bench", "--threads", "5", "--lookups", "2"],
+            2,
+            "--threads",
+        ),
+        (
             "repair of no store",
             vec!["repair", n],
             3,

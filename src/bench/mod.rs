@@ -415,11 +415,14 @@ pub fn run_phase(
         }
         found
     } else {
-        // Each thread takes a contiguous share of the keys; all run over the one store.
-        let share = keys.len().div_ceil(w.threads).max(1);
+        // Exactly `threads` contiguous shares of the keys (sizes differing by at most
+        // one; none empty unless there are fewer keys than threads), all run over the
+        // one store.
+        let t = w.threads;
+        let len = keys.len();
         std::thread::scope(|s| {
-            let handles: Vec<_> = keys
-                .chunks(share)
+            let handles: Vec<_> = (0..t)
+                .map(|i| &keys[i * len / t..(i + 1) * len / t])
                 .map(|part| {
                     s.spawn(move || -> Result<u64, String> {
                         let mut found = 0u64;
@@ -600,6 +603,82 @@ mod value_tests {
         for len in [0, 1, 3, 17] {
             fill_value(&mut a, 1, len);
             assert_eq!(a.len(), len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod thread_tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::thread::ThreadId;
+
+    use super::*;
+
+    /// Records which thread looked up which key.
+    #[derive(Default)]
+    struct Recording(Mutex<HashMap<ThreadId, Vec<Vec<u8>>>>);
+
+    impl BenchStore for Recording {
+        fn label(&self) -> String {
+            "recording".into()
+        }
+        fn put(&mut self, _: &[u8], _: &[u8]) -> Result<(), BenchError> {
+            Ok(())
+        }
+        fn end_table(&mut self) -> Result<(), BenchError> {
+            Ok(())
+        }
+        fn reopen(&mut self) -> Result<(), BenchError> {
+            Ok(())
+        }
+        fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
+            let mut seen = self.0.lock().map_err(|_| "poisoned")?;
+            seen.entry(std::thread::current().id())
+                .or_default()
+                .push(key.to_vec());
+            Ok(false)
+        }
+        fn counters(&self) -> StoreCounters {
+            StoreCounters::default()
+        }
+        fn filter_shape(&self) -> FilterShape {
+            FilterShape::default()
+        }
+        fn tables(&self) -> usize {
+            1
+        }
+        fn drop_caches(&self) {}
+    }
+
+    /// `--threads N` runs exactly N threads, each over its own share of the phase's
+    /// keys, sizes within one of each other, every key once. (Shares of
+    /// `ceil(lookups / N)` keys ran 5 threads for `--threads 6` over 10 lookups, and
+    /// the row still said 6.)
+    #[test]
+    fn a_phase_runs_exactly_the_threads_asked_for_over_every_key_once() {
+        for (threads, lookups) in [(6usize, 10u64), (3, 3), (4, 1001), (2, 7)] {
+            let w = Workload {
+                lookups,
+                threads,
+                ..Workload::default()
+            };
+            let store = Recording::default();
+            let result = run_phase(&store, &w, Phase::Absent, &NoProgress).unwrap();
+            assert_eq!(result.threads, threads);
+            let seen = store.0.into_inner().unwrap();
+            assert_eq!(seen.len(), threads, "{threads} threads over {lookups}");
+            let sizes: Vec<usize> = seen.values().map(Vec::len).collect();
+            let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+            assert!(max - min <= 1, "{sizes:?}");
+            let mut all: Vec<Vec<u8>> = seen.into_values().flatten().collect();
+            let mut want: Vec<Vec<u8>> = lookup_keys(&w, Phase::Absent)
+                .iter()
+                .map(|k| k.to_vec())
+                .collect();
+            all.sort();
+            want.sort();
+            assert_eq!(all, want, "every key once");
         }
     }
 }

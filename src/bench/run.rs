@@ -173,6 +173,13 @@ impl BenchArgs {
                 .into());
             }
         }
+        if self.threads as u64 > self.lookups {
+            return Err(format!(
+                "--threads ({}) cannot exceed --lookups ({}): each thread needs a share",
+                self.threads, self.lookups
+            )
+            .into());
+        }
         if u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
