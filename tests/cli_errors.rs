@@ -171,6 +171,24 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
             "--prefix-scans",
         ),
         ("bench dir is a file", vec!["bench", "--dir", f], 3, "--dir"),
+        // Not a mistake: the leveled shape's tables are compaction's, and `--tables`
+        // (default 10) does not apply to one key.
+        (
+            "leveled with one key",
+            vec![
+                "bench",
+                "--shape",
+                "leveled",
+                "--keys",
+                "1",
+                "--lookups",
+                "1",
+                "--allocation",
+                "uniform",
+            ],
+            0,
+            "",
+        ),
         (
             "more threads than lookups",
             vec!["bench", "--threads", "5", "--lookups", "2"],
