@@ -5,6 +5,14 @@ use bloomkv::bench::{
     Workload,
 };
 
+/// `/proc/self/io` counts the whole process: the tests of this file run one at a time,
+/// so no other test's reads land in a phase the OS cross-check looks at.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn workload() -> Workload {
     Workload {
         keys: 20_000,
@@ -16,6 +24,7 @@ fn workload() -> Workload {
 
 #[test]
 fn without_a_filter_every_covering_table_is_read_exactly_once() {
+    let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let w = workload();
     let mut store =
@@ -50,6 +59,7 @@ fn without_a_filter_every_covering_table_is_read_exactly_once() {
 
 #[test]
 fn with_filters_absent_lookups_read_about_one_percent() {
+    let _serial = one_at_a_time();
     for setting in [FilterSetting::Standard, FilterSetting::CacheLocal] {
         let dir = tempfile::tempdir().unwrap();
         let w = workload();
@@ -79,4 +89,34 @@ fn with_filters_absent_lookups_read_about_one_percent() {
         let present = run_phase(&store, &w, Phase::Present, &NoProgress).unwrap();
         assert_eq!(present.found, w.lookups, "{setting:?}: no false negatives");
     }
+}
+
+/// The run's cross-check against the OS: where `/proc/self/io` exists, the OS's read
+/// syscalls during a phase equal the store's count of table reads, and a row where
+/// they differ is reported.
+#[test]
+fn the_os_counts_the_reads_the_store_counts() {
+    let _serial = one_at_a_time();
+    use bloomkv::bench::{os_read_disagreements, Row};
+
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload();
+    let mut store =
+        BloomkvStore::create_with_cache(dir.path().join("s"), FilterSetting::None, 10.0, 0)
+            .unwrap();
+    load(&mut store, &w, &NoProgress).unwrap();
+    let r = run_phase(&store, &w, Phase::Present, &NoProgress).unwrap();
+    let mut row = Row::new("none", Phase::Present, &r, &store.filter_shape(), w.keys);
+    if row.os_read_syscalls.is_none() {
+        return; // no /proc/self/io here: nothing to compare
+    }
+    assert!(row.data_block_reads > 0);
+    assert_eq!(
+        os_read_disagreements(std::slice::from_ref(&row)),
+        Vec::<String>::new()
+    );
+    row.data_block_reads += 1;
+    let warned = os_read_disagreements(&[row]);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0].contains("the OS counted"), "{warned:?}");
 }

@@ -305,6 +305,9 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
 
     let phase = |phase: Phase| -> Result<(f64, f64, Vec<LevelStats>), BenchError> {
         let keys = lookup_keys(w, phase);
+        if w.cold {
+            db.drop_table_caches();
+        }
         let before = db.stats();
         let started = Instant::now();
         let mut found = 0u64;

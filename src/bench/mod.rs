@@ -49,7 +49,8 @@ pub use range::{
 };
 pub use report::{print_table, Machine, Report, Row, SweepPoint};
 pub use run::{
-    check_lookups, print_disk_bytes, run, run_stores, Bar, BenchArgs, MAX_COUNT, MAX_VALUE_SIZE,
+    check_lookups, os_read_disagreements, print_disk_bytes, run, run_stores, Bar, BenchArgs,
+    MAX_COUNT, MAX_VALUE_SIZE,
 };
 pub use store::{BloomkvStore, FilterSetting};
 

@@ -93,6 +93,8 @@ fn options(w: &Workload, extractor: bool) -> Options {
         filter: FilterKind::CacheLocalBloom,
         disable_auto_compaction: true,
         memtable_size: 1 << 30,
+        // The run's block cache (`--cache-mib`), as the point-lookup rows have.
+        block_cache_size: w.cache_mib << 20,
         prefix_extractor: extractor
             .then(|| Arc::new(FixedPrefix::new(PREFIX_LEN)) as Arc<dyn PrefixExtractor>),
         ..Options::default()

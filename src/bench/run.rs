@@ -298,6 +298,9 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         write!(out, "{}", print_table(&rows))?;
         write!(out, "{}", print_disk_bytes(&rows, &w))?;
         check_lookups(&rows)?;
+        for line in os_read_disagreements(&rows) {
+            writeln!(out, "{line}")?;
+        }
         if args.prefix_scans > 0 {
             (prefix_rows, version_times) = run_prefix_phases(&w, &work, args.prefix_scans, &bar)?;
             bar.0.finish_and_clear();
@@ -438,6 +441,25 @@ pub fn check_lookups(rows: &[super::Row]) -> Result<(), BenchError> {
     Ok(())
 }
 
+/// A warning for each row whose read syscalls, as the OS counted them, differ from
+/// the store's own count of table reads (the run's cross-check; on Linux with the
+/// flat shape they agree to the read, and `.ci/run` reports any line this prints).
+pub fn os_read_disagreements(rows: &[super::Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| {
+            let os = r.os_read_syscalls?;
+            (os != r.data_block_reads).then(|| {
+                format!(
+                    "warning: {} {}: the OS counted {os} read syscalls, the store {} table reads",
+                    r.filter,
+                    r.phase.name(),
+                    r.data_block_reads
+                )
+            })
+        })
+        .collect()
+}
+
 /// Absent-key lookups through the store at bits_per_key 1..=20, both layouts.
 fn sweep_bits(w: &Workload, work: &WorkDir, bar: &Bar) -> Result<Vec<SweepPoint>, BenchError> {
     let mut points = Vec::new();
@@ -450,7 +472,15 @@ fn sweep_bits(w: &Workload, work: &WorkDir, bar: &Bar) -> Result<Vec<SweepPoint>
             let mut wb = w.clone();
             wb.bits_per_key = f64::from(bpk);
             let dir = work.store_dir("sweep")?;
-            let mut store = BloomkvStore::create(dir, setting, wb.bits_per_key)?;
+            // The run's cache, compression and block layout, as the main rows have.
+            let mut store = BloomkvStore::create_with(
+                dir,
+                setting,
+                wb.bits_per_key,
+                wb.cache_mib << 20,
+                &wb.compression,
+                wb.block_align,
+            )?;
             load(&mut store, &wb, bar)?;
             let shape = store.filter_shape();
             let r = run_phase(&store, &wb, Phase::Absent, bar)?;

@@ -117,8 +117,9 @@ pub struct PeersReport {
     pub summary: Vec<Summary>,
     /// Per store: the timed fill over the runs.
     pub fill: Vec<FillSummary>,
-    /// One row per (store, phase) with the median time and counts, in the flat
-    /// report's form (the chart is drawn from these).
+    /// One row per (store, phase) in the flat report's form (the chart is drawn from
+    /// these): the median time and median read count, the other counts the first
+    /// run's (`summary` holds their medians).
     pub rows: Vec<Row>,
     /// Every run as it happened.
     pub run_records: Vec<RunRecord>,
