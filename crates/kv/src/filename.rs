@@ -46,8 +46,10 @@ const TABLE_SUFFIX: &str = ".sst";
 const TEMP_TABLE_SUFFIX: &str = ".sst.tmp";
 const WAL_SUFFIX: &str = ".wal";
 
-/// What a file in a store directory is, as told by its name.
+/// What a file in a store directory is, as told by its name. New kinds of file may
+/// come (`Closed` did), so a `match` outside this crate needs a catch-all arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FileKind {
     /// `{number:06}.sst`: a table.
     Table(u64),
