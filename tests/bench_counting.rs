@@ -1,8 +1,8 @@
 //! The benchmark's counting on a small store: exact for no filter, bounded for filters.
 
 use bloomkv::bench::{
-    load, lookup_keys, run_phase, BenchStore, BloomkvStore, FilterSetting, NoProgress, Phase,
-    Workload,
+    load, lookup_keys, os_read_disagreements, run_phase, BenchStore, BloomkvStore, FilterSetting,
+    NoProgress, Phase, Row, Workload,
 };
 
 /// `/proc/self/io` counts the whole process: the tests of this file run one at a time,
@@ -22,15 +22,20 @@ fn workload() -> Workload {
     }
 }
 
+/// The workload loaded into a store with `setting`'s filters and no block cache.
+fn loaded(dir: &tempfile::TempDir, setting: FilterSetting) -> BloomkvStore {
+    let mut store = BloomkvStore::create_with_cache(dir.path().join("s"), setting, 10.0, 0)
+        .expect("create the store");
+    load(&mut store, &workload(), &NoProgress).expect("load the store");
+    store
+}
+
 #[test]
 fn without_a_filter_every_covering_table_is_read_exactly_once() {
     let _serial = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let w = workload();
-    let mut store =
-        BloomkvStore::create_with_cache(dir.path().join("s"), FilterSetting::None, 10.0, 0)
-            .unwrap();
-    load(&mut store, &w, &NoProgress).unwrap();
+    let store = loaded(&dir, FilterSetting::None);
     assert_eq!(store.tables(), 5);
     // Expected reads: for each absent key, the tables whose key range covers it.
     let ranges: Vec<(Vec<u8>, Vec<u8>)> = store
@@ -63,9 +68,7 @@ fn with_filters_absent_lookups_read_about_one_percent() {
     for setting in [FilterSetting::Standard, FilterSetting::CacheLocal] {
         let dir = tempfile::tempdir().unwrap();
         let w = workload();
-        let mut store =
-            BloomkvStore::create_with_cache(dir.path().join("s"), setting, 10.0, 0).unwrap();
-        load(&mut store, &w, &NoProgress).unwrap();
+        let store = loaded(&dir, setting);
         let shape = store.filter_shape();
         let r = run_phase(&store, &w, Phase::Absent, &NoProgress).unwrap();
         assert_eq!(r.found, 0);
@@ -97,14 +100,9 @@ fn with_filters_absent_lookups_read_about_one_percent() {
 #[test]
 fn the_os_counts_the_reads_the_store_counts() {
     let _serial = one_at_a_time();
-    use bloomkv::bench::{os_read_disagreements, Row};
-
     let dir = tempfile::tempdir().unwrap();
     let w = workload();
-    let mut store =
-        BloomkvStore::create_with_cache(dir.path().join("s"), FilterSetting::None, 10.0, 0)
-            .unwrap();
-    load(&mut store, &w, &NoProgress).unwrap();
+    let store = loaded(&dir, FilterSetting::None);
     let r = run_phase(&store, &w, Phase::Present, &NoProgress).unwrap();
     let mut row = Row::new("none", Phase::Present, &r, &store.filter_shape(), w.keys);
     if row.os_read_syscalls.is_none() {

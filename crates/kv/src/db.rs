@@ -234,9 +234,8 @@ impl Db {
             Some(s) => s,
             None if !options.create_if_missing => return Err(no_store(&dir)),
             None => {
-                let missing = no_manifest(&dir, &names);
-                if matches!(missing, Error::Corruption { .. }) {
-                    return Err(missing);
+                if stray_store_file(&names).is_some() {
+                    return Err(no_manifest(&dir, &names));
                 }
                 ManifestState::new(1, 0, 0, Vec::new())
             }
@@ -1592,13 +1591,7 @@ pub(crate) fn remove_obsolete(
 /// a log (a store lost its manifest: `repair` rebuilds it), otherwise no store at all
 /// (which an open that creates stores goes on from).
 pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
-    let stray = names.iter().find(|n| {
-        matches!(
-            parse_file_name(n),
-            Some(FileKind::Table(_)) | Some(FileKind::Wal(_))
-        )
-    });
-    match stray {
+    match stray_store_file(names) {
         Some(stray) => Error::corruption(
             filename::manifest_path(dir),
             format!("missing, but the directory holds store file {stray} (`repair` rebuilds it)"),
@@ -1608,6 +1601,16 @@ pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
             dir.display()
         )),
     }
+}
+
+/// A table or log among `names`: what only a store that has a manifest leaves.
+pub(crate) fn stray_store_file(names: &[String]) -> Option<&String> {
+    names.iter().find(|n| {
+        matches!(
+            parse_file_name(n),
+            Some(FileKind::Table(_)) | Some(FileKind::Wal(_))
+        )
+    })
 }
 
 fn no_store(dir: &Path) -> Error {

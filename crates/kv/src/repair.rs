@@ -193,13 +193,10 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     }
     // A directory with no store file at all is refused before the lock, which would
     // leave a `LOCK` file behind in it. (Checked again under the lock below.)
-    let any_store_file = fs.list(&dir)?.iter().any(|n| {
-        matches!(
-            parse_file_name(n),
-            Some(FileKind::Manifest | FileKind::Table(_) | FileKind::Wal(_))
-        )
-    });
-    if !any_store_file {
+    let listed = fs.list(&dir)?;
+    if !listed.iter().any(|n| n == filename::MANIFEST)
+        && crate::db::stray_store_file(&listed).is_none()
+    {
         return Err(no_store_to_repair(&dir));
     }
     let _lock = match fs.lock(&filename::lock_path(&dir)) {
