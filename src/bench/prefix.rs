@@ -59,12 +59,16 @@ pub struct PrefixRow {
 /// Point gets and whole scans on the store with the extractor, side by side.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionTimes {
-    /// ns per get of a present key, no snapshot held.
+    /// ns per get of a present key with no snapshot held: the median of
+    /// [`VERSION_ROUNDS`] passes, made after the snapshot below is released, on the
+    /// same tables.
     pub get_ns: f64,
     /// ns per get of the same keys while one snapshot is held (taken before a round
-    /// of overwrites that was flushed, so the tables hold two versions of those keys).
+    /// of overwrites that was flushed, so the tables hold two versions of those keys):
+    /// the median of [`VERSION_ROUNDS`] passes, after one warm-up pass.
     pub get_with_snapshot_ns: f64,
-    /// ns per get through that snapshot.
+    /// ns per get through that snapshot (median of [`VERSION_ROUNDS`] passes,
+    /// alternated with the passes above).
     pub snapshot_get_ns: f64,
     /// ns for one forward scan of the whole store.
     pub forward_scan_ns: f64,
@@ -160,6 +164,14 @@ fn scan_phase(
     })
 }
 
+/// Timed passes of each kind in [`VersionTimes`]; each figure is their median.
+pub const VERSION_ROUNDS: usize = 3;
+
+fn median(mut passes: Vec<f64>) -> f64 {
+    passes.sort_by(f64::total_cmp);
+    passes.get(passes.len() / 2).copied().unwrap_or(0.0)
+}
+
 fn time_gets(
     keys: &[[u8; KEY_LEN]],
     get: impl Fn(&[u8]) -> Result<bool, BenchError>,
@@ -178,17 +190,27 @@ fn version_times(db: &Db, w: &Workload, lookups: u64) -> Result<VersionTimes, Be
     let keys: Vec<[u8; KEY_LEN]> = (0..lookups)
         .map(|_| grouped_key(rng.gen_range(0..w.keys)))
         .collect();
-    let get_ns = time_gets(&keys, |k| Ok(db.get(k)?.is_some()))?;
     // One old snapshot, then a round of overwrites of a tenth of the keys, flushed.
+    // Every timed pass below runs on these same tables, warm: with the snapshot held
+    // (alternated with passes through it), then with it released.
     let snap = db.snapshot();
     let value = vec![b'w'; w.value_size];
     for i in (0..w.keys).step_by(10) {
         db.put(grouped_key(i), &value)?;
     }
     db.flush()?;
-    let get_with_snapshot_ns = time_gets(&keys, |k| Ok(db.get(k)?.is_some()))?;
-    let snapshot_get_ns = time_gets(&keys, |k| Ok(snap.get(k)?.is_some()))?;
+    time_gets(&keys, |k| Ok(db.get(k)?.is_some()))?;
+    let (mut held, mut through) = (Vec::new(), Vec::new());
+    for _ in 0..VERSION_ROUNDS {
+        held.push(time_gets(&keys, |k| Ok(db.get(k)?.is_some()))?);
+        through.push(time_gets(&keys, |k| Ok(snap.get(k)?.is_some()))?);
+    }
     drop(snap);
+    let released = (0..VERSION_ROUNDS)
+        .map(|_| time_gets(&keys, |k| Ok(db.get(k)?.is_some())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (get_ns, get_with_snapshot_ns) = (median(released), median(held));
+    let snapshot_get_ns = median(through);
     let started = Instant::now();
     let forward = db
         .scan::<&[u8], _>(..)
@@ -273,7 +295,7 @@ pub fn print_prefix_table(rows: &[PrefixRow], times: Option<&VersionTimes>) -> S
     if let Some(t) = times {
         let _ = writeln!(
             out,
-            "get {:.0} ns; with one old snapshot held {:.0} ns ({:.3}x); through it {:.0} ns",
+            "get, no snapshot {:.0} ns; with one old snapshot held {:.0} ns ({:.3}x); through it {:.0} ns",
             t.get_ns,
             t.get_with_snapshot_ns,
             t.get_with_snapshot_ns / t.get_ns,
