@@ -60,6 +60,8 @@ fn range_rows(report: &serde_json::Value) -> Result<Vec<RangeRow>, Box<dyn std::
                 tables_skipped: int("tables_skipped")?,
                 observed_fp: r["observed_fp"].as_f64(),
                 fp_bound: r["fp_bound"].as_f64(),
+                // Files from before the field ran every scan on one thread.
+                threads: r["threads"].as_u64().map_or(1, |t| t as usize),
                 ns_per_scan: num("ns_per_scan")?,
                 filter_bits_per_key: num("filter_bits_per_key")?,
             })

@@ -1,8 +1,8 @@
 //! The benchmark's counting on a small store: exact for no filter, bounded for filters.
 
 use bloomkv::bench::{
-    load, lookup_keys, os_read_disagreements, run_phase, BenchStore, BloomkvStore, FilterSetting,
-    NoProgress, Phase, Row, Workload,
+    load, lookup_keys, os_read_disagreements, run_phase, run_prefix_phases, BenchStore,
+    BloomkvStore, FilterSetting, NoProgress, Phase, Row, Workload,
 };
 
 /// `/proc/self/io` counts the whole process: the tests of this file run one at a time,
@@ -117,4 +117,40 @@ fn the_os_counts_the_reads_the_store_counts() {
     let warned = os_read_disagreements(&[row]);
     assert_eq!(warned.len(), 1, "{warned:?}");
     assert!(warned[0].contains("the OS counted"), "{warned:?}");
+}
+
+/// `--threads` reaches the scan phases: two threads make the same scans as one, so with
+/// no block cache (whose hits depend on the order) every count is the same.
+#[test]
+fn scan_phases_on_two_threads_count_what_one_thread_counts() {
+    let _serial = one_at_a_time();
+    let rows = |threads: usize| {
+        let w = Workload {
+            keys: 4_000,
+            tables: 4,
+            lookups: 500,
+            cache_mib: 0,
+            threads,
+            ..Workload::default()
+        };
+        let work = bloomkv::bench::WorkDir::new(None).unwrap();
+        run_prefix_phases(&w, &work, 400, &NoProgress).unwrap().0
+    };
+    let (one, two) = (rows(1), rows(2));
+    assert_eq!(one.len(), 4);
+    for (a, b) in one.iter().zip(&two) {
+        assert_eq!((a.threads, b.threads), (1, 2));
+        let counts = |r: &bloomkv::bench::PrefixRow| {
+            (
+                r.extractor.clone(),
+                r.phase,
+                r.scans,
+                r.keys_found,
+                r.data_block_reads,
+                r.prefix_checks,
+                r.tables_skipped,
+            )
+        };
+        assert_eq!(counts(a), counts(b));
+    }
 }

@@ -1068,6 +1068,7 @@ mod tests {
                 filter_bytes: 1_234_567,
                 absent_reads_per_lookup: 0.0158,
                 present_reads_per_lookup: 1.0123,
+                threads: 1,
                 absent_ns_per_lookup: 1234.5,
                 present_ns_per_lookup: 4567.8,
                 per_level: (0..6)
@@ -1095,6 +1096,7 @@ mod tests {
                     tables_skipped: 99_000,
                     observed_fp: Some(0.001),
                     fp_bound: Some(0.002),
+                    threads: 1,
                     ns_per_scan: 12_345.6,
                     filter_bits_per_key: 16.0,
                 });

@@ -28,7 +28,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use super::{
-    fill_value, key, lookup_keys, BenchError, NoSyncFs, Phase, Progress, WorkDir, Workload,
+    fill_value, in_shares, key, lookup_keys, threads_note, BenchError, NoProgress, NoSyncFs, Phase,
+    Progress, WorkDir, Workload,
 };
 
 /// How filter memory is split in one leveled run.
@@ -164,9 +165,11 @@ pub struct LeveledRow {
     pub absent_reads_per_lookup: f64,
     /// Data-block reads per present-key lookup.
     pub present_reads_per_lookup: f64,
-    /// Nanoseconds per absent-key lookup.
+    /// Threads that ran each lookup phase at once (`--threads`).
+    pub threads: usize,
+    /// Nanoseconds of wall-clock time per absent-key lookup (all threads together).
     pub absent_ns_per_lookup: f64,
-    /// Nanoseconds per present-key lookup.
+    /// Nanoseconds of wall-clock time per present-key lookup (all threads together).
     pub present_ns_per_lookup: f64,
     /// Per-level rows.
     pub per_level: Vec<LevelRow>,
@@ -310,10 +313,9 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         }
         let before = db.stats();
         let started = Instant::now();
-        let mut found = 0u64;
-        for k in &keys {
-            found += u64::from(db.get(k)?.is_some());
-        }
+        let found = in_shares(&keys, w.threads, &NoProgress, |k| {
+            Ok(u64::from(db.get(k)?.is_some()))
+        })?;
         let ns = started.elapsed().as_nanos() as f64 / keys.len() as f64;
         let want = match phase {
             Phase::Absent => 0,
@@ -359,6 +361,7 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         filter_bytes,
         absent_reads_per_lookup: absent_reads,
         present_reads_per_lookup: present_reads,
+        threads: w.threads.max(1),
         absent_ns_per_lookup: absent_ns,
         present_ns_per_lookup: present_ns,
         per_level,
@@ -374,6 +377,7 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
         LEVEL1_BYTES >> 10,
         TARGET_FILE_BYTES >> 10
     );
+    out += &threads_note(rows.first().map_or(1, |r| r.threads));
     out += &format!(
         "{:<14} {:>5} {:>6} {:>9} {:>8} {:>7} {:>10} {:>10} {:>9}\n",
         "allocation",

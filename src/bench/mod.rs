@@ -387,6 +387,61 @@ pub struct PhaseResult {
     pub threads: usize,
 }
 
+/// Runs `each` over every item and sums what it returns: on the calling thread (with
+/// progress every 4,096 items) when `threads` ≤ 1, otherwise on exactly `threads`
+/// threads at once, each over one contiguous share of the items (sizes differing by
+/// at most one; none empty unless there are fewer items than threads). Every lookup
+/// and scan phase of the run (`--threads`) goes through here.
+pub fn in_shares<T: Sync>(
+    items: &[T],
+    threads: usize,
+    progress: &dyn Progress,
+    each: impl Fn(&T) -> Result<u64, BenchError> + Sync,
+) -> Result<u64, BenchError> {
+    if threads <= 1 {
+        let mut sum = 0u64;
+        for chunk in items.chunks(4096) {
+            for item in chunk {
+                sum += each(item)?;
+            }
+            progress.inc(chunk.len() as u64);
+        }
+        return Ok(sum);
+    }
+    let len = items.len();
+    let each = &each;
+    let sum = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| &items[i * len / threads..(i + 1) * len / threads])
+            .map(|share| {
+                s.spawn(move || -> Result<u64, BenchError> {
+                    share
+                        .iter()
+                        .try_fold(0u64, |sum, item| Ok(sum + each(item)?))
+                })
+            })
+            .collect();
+        handles.into_iter().try_fold(0u64, |sum, h| {
+            let part = h
+                .join()
+                .map_err(|_| BenchError::from("a lookup thread panicked"))??;
+            Ok::<u64, BenchError>(sum + part)
+        })
+    })?;
+    progress.inc(len as u64);
+    Ok(sum)
+}
+
+/// A line above a table whose phases ran on several threads (nothing for one), so
+/// its times read as what they are.
+pub fn threads_note(threads: usize) -> String {
+    if threads <= 1 {
+        String::new()
+    } else {
+        format!("(each phase on {threads} threads at once: times are wall-clock per operation)\n")
+    }
+}
+
 /// Runs one lookup phase and measures it.
 pub fn run_phase(
     store: &dyn BenchStore,
@@ -406,44 +461,7 @@ pub fn run_phase(
     let before = store.counters();
     let os_before = OsIo::now();
     let started = Instant::now();
-    let found = if w.threads <= 1 {
-        let mut found = 0u64;
-        for chunk in keys.chunks(4096) {
-            for k in chunk {
-                found += u64::from(store.get(k)?);
-            }
-            progress.inc(chunk.len() as u64);
-        }
-        found
-    } else {
-        // Exactly `threads` contiguous shares of the keys (sizes differing by at most
-        // one; none empty unless there are fewer keys than threads), all run over the
-        // one store.
-        let t = w.threads;
-        let len = keys.len();
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..t)
-                .map(|i| &keys[i * len / t..(i + 1) * len / t])
-                .map(|part| {
-                    s.spawn(move || -> Result<u64, String> {
-                        let mut found = 0u64;
-                        for k in part {
-                            found += u64::from(store.get(k).map_err(|e| e.to_string())?);
-                        }
-                        Ok(found)
-                    })
-                })
-                .collect();
-            let mut found = 0u64;
-            for h in handles {
-                found += h
-                    .join()
-                    .map_err(|_| BenchError::from("a lookup thread panicked"))??;
-            }
-            progress.inc(keys.len() as u64);
-            Ok::<u64, BenchError>(found)
-        })?
-    };
+    let found = in_shares(&keys, w.threads, progress, |k| Ok(u64::from(store.get(k)?)))?;
     let nanos = started.elapsed().as_nanos();
     let os_after = OsIo::now();
     let counters = store.counters().minus(before);

@@ -24,9 +24,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::{key, BenchError, Progress, WorkDir, Workload, KEY_LEN};
+use super::{
+    in_shares, key, threads_note, BenchError, NoProgress, Progress, WorkDir, Workload, KEY_LEN,
+};
 
-/// Keys per prefix group.
 /// Keys per prefix group (`--prefix-scans` needs at least one full group).
 pub const GROUP: u64 = 8;
 
@@ -52,7 +53,9 @@ pub struct PrefixRow {
     pub prefix_checks: u64,
     /// Tables skipped on the filter's "absent".
     pub tables_skipped: u64,
-    /// Wall-clock nanoseconds per scan.
+    /// Threads that ran the scans at once (`--threads`).
+    pub threads: usize,
+    /// Wall-clock nanoseconds per scan (all threads together).
     pub ns_per_scan: f64,
 }
 
@@ -129,20 +132,22 @@ fn load(
 
 fn scan_phase(
     db: &Db,
+    w: &Workload,
     label: &str,
     groups: &[u64],
     present: bool,
 ) -> Result<PrefixRow, BenchError> {
     let prefixes: Vec<Vec<u8>> = groups.iter().map(|&g| prefix_of_group(g)).collect();
+    if w.cold {
+        db.drop_table_caches();
+    }
     let before = db.stats();
     let started = Instant::now();
-    let mut found = 0u64;
-    for p in &prefixes {
-        for kv in db.scan_prefix(p) {
-            kv?;
-            found += 1;
-        }
-    }
+    let found = in_shares(&prefixes, w.threads, &NoProgress, |p| {
+        db.scan_prefix(p)
+            .try_fold(0u64, |n, kv| kv.map(|_| n + 1))
+            .map_err(BenchError::from)
+    })?;
     let nanos = started.elapsed().as_nanos() as f64;
     let after = db.stats();
     let reads = after.data_block_reads - before.data_block_reads;
@@ -160,6 +165,7 @@ fn scan_phase(
         reads_per_scan: reads as f64 / scans.max(1) as f64,
         prefix_checks: after.prefix_checks - before.prefix_checks,
         tables_skipped: after.prefix_negatives - before.prefix_negatives,
+        threads: w.threads.max(1),
         ns_per_scan: nanos / scans.max(1) as f64,
     })
 }
@@ -251,8 +257,8 @@ pub fn run_prefix_phases(
     for (extractor, label) in [(false, "none"), (true, "fixed-16")] {
         let dir = work.store_dir(&format!("prefix-{label}"))?;
         let db = load(&dir, w, extractor, progress)?;
-        rows.push(scan_phase(&db, label, &groups(w, scans, false), false)?);
-        rows.push(scan_phase(&db, label, &groups(w, scans, true), true)?);
+        rows.push(scan_phase(&db, w, label, &groups(w, scans, false), false)?);
+        rows.push(scan_phase(&db, w, label, &groups(w, scans, true), true)?);
         if extractor {
             times = Some(version_times(&db, w, w.lookups)?);
         }
@@ -263,7 +269,7 @@ pub fn run_prefix_phases(
 
 /// The prefix rows and version timings as a text table.
 pub fn print_prefix_table(rows: &[PrefixRow], times: Option<&VersionTimes>) -> String {
-    let mut out = String::new();
+    let mut out = threads_note(rows.first().map_or(1, |r| r.threads));
     let _ = writeln!(
         out,
         "{:<10} {:<8} {:>7} {:>8} {:>7} {:>10} {:>7} {:>8} {:>9}",
@@ -295,7 +301,7 @@ pub fn print_prefix_table(rows: &[PrefixRow], times: Option<&VersionTimes>) -> S
     if let Some(t) = times {
         let _ = writeln!(
             out,
-            "get, no snapshot {:.0} ns; with one old snapshot held {:.0} ns ({:.3}x); through it {:.0} ns",
+            "one thread: get, no snapshot {:.0} ns; with one old snapshot held {:.0} ns ({:.3}x); through it {:.0} ns",
             t.get_ns,
             t.get_with_snapshot_ns,
             t.get_with_snapshot_ns / t.get_ns,

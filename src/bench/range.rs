@@ -35,7 +35,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::{BenchError, Progress, WorkDir, Workload};
+use super::{in_shares, threads_note, BenchError, NoProgress, Progress, WorkDir, Workload};
 
 /// Ids between two stored keys: room for empty ranges of every measured length.
 const SPACING: u64 = 4096;
@@ -68,7 +68,9 @@ pub struct RangeRow {
     pub observed_fp: Option<f64>,
     /// The bound on that share: `l / 2^(B−2)`, or 1 for ranges longer than `L`.
     pub fp_bound: Option<f64>,
-    /// Wall-clock nanoseconds per scan.
+    /// Threads that ran the scans at once (`--threads`).
+    pub threads: usize,
+    /// Wall-clock nanoseconds per scan (all threads together).
     pub ns_per_scan: f64,
     /// Range filter bits per key, averaged over the tables (0 without one).
     pub filter_bits_per_key: f64,
@@ -153,15 +155,16 @@ fn scan_phase(
         .into_iter()
         .map(|a| (range_key(a), range_key(a + len - 1)))
         .collect();
+    if w.cold {
+        db.drop_table_caches();
+    }
     let before = db.stats();
     let started = Instant::now();
-    let mut found = 0u64;
-    for (lo, hi) in &ranges {
-        for kv in db.scan::<[u8; 9], _>(lo..=hi) {
-            kv?;
-            found += 1;
-        }
-    }
+    let found = in_shares(&ranges, w.threads, &NoProgress, |(lo, hi)| {
+        db.scan::<[u8; 9], _>(lo..=hi)
+            .try_fold(0u64, |n, kv| kv.map(|_| n + 1))
+            .map_err(BenchError::from)
+    })?;
     let nanos = started.elapsed().as_nanos() as f64;
     let after = db.stats();
     let (want_lo, want_hi) = if empty { (0, 0) } else { (scans, scans) };
@@ -189,6 +192,7 @@ fn scan_phase(
         tables_skipped: skipped,
         observed_fp,
         fp_bound: if empty { bound } else { None },
+        threads: w.threads.max(1),
         ns_per_scan: nanos / scans.max(1) as f64,
         filter_bits_per_key: bits_per_key,
     })
@@ -327,7 +331,7 @@ pub fn run_range_phases(
 
 /// The range rows (and the filter's own costs) as a text table.
 pub fn print_range_table(rows: &[RangeRow], times: Option<&RangeFilterTimes>) -> String {
-    let mut out = String::new();
+    let mut out = threads_note(rows.first().map_or(1, |r| r.threads));
     let _ = writeln!(
         out,
         "{:<8} {:<9} {:>5} {:>7} {:>7} {:>10} {:>7} {:>8} {:>9} {:>9} {:>9} {:>6}",

@@ -47,8 +47,8 @@ pub struct BenchArgs {
     /// `--bits-per-key` (one store per point: takes several minutes at the defaults).
     #[arg(long)]
     pub sweep: bool,
-    /// Drop the table files from the OS page cache before each phase, so counted
-    /// reads are device reads.
+    /// Drop the table files from the OS page cache before each lookup and scan phase,
+    /// so counted reads are device reads.
     #[arg(long)]
     pub cold: bool,
     /// Seed of the load order and of the lookup keys.
@@ -73,8 +73,9 @@ pub struct BenchArgs {
     /// extractor); 0 skips the prefix phases.
     #[arg(long, default_value_t = 20_000)]
     pub prefix_scans: u64,
-    /// Threads that run each lookup phase at once over the same store, each taking an
-    /// equal share of the phase's keys.
+    /// Threads that run each lookup and scan phase at once over the same store, each
+    /// taking an equal share of the phase's keys (the snapshot and full-scan timings
+    /// stay on one thread).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// MiB of bloomkv's block cache (decoded data blocks); 0 turns it off, so every
