@@ -34,13 +34,18 @@
 
 use super::builder::MAX_BLOCK_SIZE;
 pub(crate) use super::lz4::Lz4Writer;
+use super::trailer::BLOCK_TRAILER_SIZE;
 use super::Malformed;
 
 /// Bytes of the length prefix in front of an LZ4 block.
 const RAW_LEN_SIZE: usize = 4;
 
 /// The most bytes one byte of an LZ4 block can expand to.
-const LZ4_MAX_EXPANSION: usize = 255;
+pub(crate) const LZ4_MAX_EXPANSION: u64 = 255;
+
+/// The smallest LZ4 data block on disk: its length prefix, one byte of LZ4 and the
+/// trailer.
+pub(crate) const MIN_LZ4_BLOCK_LEN: u64 = (RAW_LEN_SIZE + 1 + BLOCK_TRAILER_SIZE) as u64;
 
 /// Compresses `raw` into `out` (cleared first) in the type-1 form with `writer`'s
 /// match finder ([`Lz4Writer`]). `false`, with `out` unspecified, when the result
@@ -64,7 +69,7 @@ pub(crate) fn decompress_lz4(stored: &[u8]) -> Result<Vec<u8>, Malformed> {
         )));
     };
     let raw_len = u32::from_le_bytes(*len_bytes) as usize;
-    let bound = body.len().saturating_mul(LZ4_MAX_EXPANSION);
+    let bound = body.len().saturating_mul(LZ4_MAX_EXPANSION as usize);
     if raw_len == 0 || raw_len > bound || raw_len > MAX_BLOCK_SIZE.saturating_mul(2) {
         return Err(Malformed(format!(
             "LZ4 block of {} bytes claims {raw_len} bytes decompressed",

@@ -40,13 +40,17 @@
 //! version 5, the padding in front of aligned blocks. The block must
 //! be consumed exactly; trailing bytes are corruption. The counts must fit the bytes:
 //! a data block costs at least [`MIN_DATA_BLOCK_LEN`] bytes and an entry at least
-//! [`MIN_ENTRY_LEN`], so a table cannot claim more of either than `data_size` holds
-//! (the reader also checks `data_size` against where the metadata starts).
+//! [`MIN_ENTRY_LEN`] before compression, so a table cannot claim more of either than
+//! `data_size` holds (`capacity`: where blocks may be LZ4, what the stored bytes
+//! can expand to; the reader also checks `data_size` against where the metadata
+//! starts).
 
 use bytes::Bytes;
 
+use super::compression::{LZ4_MAX_EXPANSION, MIN_LZ4_BLOCK_LEN};
 use super::footer::{
-    BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION,
+    BlockHandle, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
+    RANGE_FILTER_FORMAT_VERSION,
 };
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
@@ -59,6 +63,23 @@ pub(crate) const MIN_ENTRY_LEN: u64 = 5;
 /// The smallest data block on disk: one entry, one restart offset, the restart
 /// count, and the 5-byte trailer.
 pub(crate) const MIN_DATA_BLOCK_LEN: u64 = MIN_ENTRY_LEN + 4 + 4 + 5;
+
+/// How many entries and data blocks `data_size` stored bytes can hold at most, in a
+/// table of `format_version`. From version 3 on a data block may be LZ4: its entries
+/// are then bounded by what its stored bytes expand to (LZ4's 255× at most), not by
+/// the stored bytes themselves — the versions of one key that snapshots keep pack
+/// into about 4 stored bytes each — and its smallest form is the 4-byte length, one
+/// byte of LZ4 and the trailer.
+fn capacity(format_version: u32, data_size: u64) -> (u64, u64) {
+    if format_version >= COMPRESSED_FORMAT_VERSION {
+        (
+            data_size.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN,
+            data_size / MIN_LZ4_BLOCK_LEN,
+        )
+    } else {
+        (data_size / MIN_ENTRY_LEN, data_size / MIN_DATA_BLOCK_LEN)
+    }
+}
 
 /// What a table says about itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -201,9 +222,9 @@ impl TableProperties {
             "more deletions than entries"
         } else if self.data_blocks > self.entries {
             "more data blocks than entries"
-        } else if self.entries > self.data_size / MIN_ENTRY_LEN {
+        } else if self.entries > capacity(self.format_version, self.data_size).0 {
             "more entries than data_size bytes can hold"
-        } else if self.data_blocks > self.data_size / MIN_DATA_BLOCK_LEN {
+        } else if self.data_blocks > capacity(self.format_version, self.data_size).1 {
             "more data blocks than data_size bytes can hold"
         } else if !(self.bits_per_key.is_finite() && self.bits_per_key >= 0.0) {
             "bits_per_key is not a finite non-negative number"
@@ -295,6 +316,36 @@ mod tests {
         let mut as_v4 = v2.encode();
         as_v4[..4].copy_from_slice(&4u32.to_le_bytes());
         assert!(TableProperties::decode(&as_v4).is_err());
+    }
+
+    /// Raw blocks (versions 1 and 2) hold at most one entry per 5 stored bytes; where
+    /// blocks may be LZ4 (version 3 on) the bound is what LZ4 can expand them to, and
+    /// still a bound.
+    #[test]
+    fn the_entry_count_must_fit_the_stored_bytes_as_the_version_stores_them() {
+        let decode = |format_version: u32, entries: u64, data_blocks: u64| {
+            let p = TableProperties {
+                format_version,
+                entries,
+                data_blocks,
+                data_size: 1000,
+                prefix_extractor: String::new(),
+                range_filter: None,
+                ..sample()
+            };
+            TableProperties::decode(&p.encode()).map(|_| ())
+        };
+        for v in 1..=2 {
+            assert_eq!(decode(v, 200, 55), Ok(()));
+            assert!(decode(v, 201, 10).is_err(), "version {v}");
+            assert!(decode(v, 200, 56).is_err(), "version {v}");
+        }
+        for v in 3..=FORMAT_VERSION {
+            assert_eq!(decode(v, 201, 100), Ok(()), "version {v}");
+            assert_eq!(decode(v, 51_000, 100), Ok(()), "version {v}");
+            assert!(decode(v, 51_001, 100).is_err(), "version {v}");
+            assert!(decode(v, 51_000, 101).is_err(), "version {v}");
+        }
     }
 
     #[test]
