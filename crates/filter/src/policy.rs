@@ -22,7 +22,8 @@ use crate::hash::KeyHash;
 
 /// Builds filter blocks and opens readers over them. Shared by every table of a store.
 pub trait FilterPolicy: Send + Sync + fmt::Debug {
-    /// A stable name written into each table, so a changed encoding is never misread.
+    /// A stable, non-empty name written into each table, so a changed encoding is
+    /// never misread (a store refuses an empty one: tables without a filter record "").
     fn name(&self) -> &str;
 
     /// The number of filter bits this policy spends per key.

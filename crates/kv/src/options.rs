@@ -450,6 +450,28 @@ impl Options {
             RangeFilterBuilder::new(range.bits_per_key, range.max_range_len)
                 .map_err(filter_error)?;
         }
+        // A table written without an extractor or a filter records an empty name: an
+        // extractor or policy named "" would pass for one that table was built with
+        // (its filter, which holds whole keys only, would be asked about prefixes and
+        // rule out tables that hold them).
+        if self
+            .prefix_extractor
+            .as_ref()
+            .is_some_and(|x| x.name().is_empty())
+        {
+            return bad("prefix_extractor has an empty name; give it one".into());
+        }
+        let custom = match &self.filter {
+            FilterKind::Custom(policy) => Some(policy),
+            _ => None,
+        };
+        if custom
+            .into_iter()
+            .chain(&self.extra_filter_policies)
+            .any(|p| p.name().is_empty())
+        {
+            return bad("a filter policy has an empty name; give it one".into());
+        }
         self.filter_policy()?;
         self.known_policies()?;
         Ok(())

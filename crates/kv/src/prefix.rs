@@ -36,7 +36,9 @@ use std::fmt;
 ///   (so a range whose two ends share a prefix holds only keys with that prefix);
 /// * the same name always means the same mapping (the name is recorded in tables).
 pub trait PrefixExtractor: Send + Sync + fmt::Debug {
-    /// A stable name, recorded in each table whose filter holds these prefixes.
+    /// A stable, non-empty name, recorded in each table whose filter holds these
+    /// prefixes (`Options::validate` refuses an empty one: tables without an
+    /// extractor record "").
     fn name(&self) -> &str;
 
     /// Whether `key` has a prefix under this extractor.

@@ -5,10 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use bloomkv_filter::{BloomPolicy, FilterBuilder, FilterError, FilterPolicy, FilterReader};
 use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan, OpKind};
 use bloomkv_kv::fs::mem::MemFileSystem;
 use bloomkv_kv::fs::FileSystem;
-use bloomkv_kv::{Db, Error, FilterKind, Options};
+use bloomkv_kv::{Db, Error, FilterKind, Options, PrefixExtractor};
 
 #[test]
 fn validate_refuses_what_open_refuses_with_one_message() {
@@ -69,6 +70,31 @@ fn validate_refuses_what_open_refuses_with_one_message() {
                 ..Options::default()
             },
         ),
+        // Tables written without an extractor or a filter record an empty name: a
+        // new extractor or policy named "" would pass for theirs (an extractor named
+        // "" once made scans ask such tables' whole-key filters about prefixes and
+        // skip every one of them).
+        (
+            "prefix_extractor",
+            Options {
+                prefix_extractor: Some(Arc::new(Unnamed)),
+                ..Options::default()
+            },
+        ),
+        (
+            "filter policy",
+            Options {
+                filter: FilterKind::Custom(Arc::new(Unnamed)),
+                ..Options::default()
+            },
+        ),
+        (
+            "filter policy",
+            Options {
+                extra_filter_policies: vec![Arc::new(Unnamed)],
+                ..Options::default()
+            },
+        ),
     ];
     for (field, options) in cases {
         let checked = options.validate().unwrap_err();
@@ -98,6 +124,40 @@ fn validate_refuses_what_open_refuses_with_one_message() {
         }
         .validate()
         .unwrap();
+    }
+}
+
+/// A prefix extractor and a filter policy (a Bloom filter's) that both go by "".
+#[derive(Debug)]
+struct Unnamed;
+
+impl PrefixExtractor for Unnamed {
+    fn name(&self) -> &str {
+        ""
+    }
+    fn in_domain(&self, key: &[u8]) -> bool {
+        key.len() >= 4
+    }
+    fn transform<'a>(&self, key: &'a [u8]) -> &'a [u8] {
+        &key[..4]
+    }
+    fn covers_extensions(&self, prefix: &[u8]) -> bool {
+        prefix.len() >= 4
+    }
+}
+
+impl FilterPolicy for Unnamed {
+    fn name(&self) -> &str {
+        ""
+    }
+    fn bits_per_key(&self) -> f64 {
+        10.0
+    }
+    fn new_builder(&self) -> Box<dyn FilterBuilder> {
+        BloomPolicy::standard(10.0).unwrap().new_builder()
+    }
+    fn open_reader(&self, block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
+        BloomPolicy::standard(10.0).unwrap().open_reader(block)
     }
 }
 
