@@ -304,6 +304,7 @@ impl IntoIterator for Block {
         BlockIter {
             block: self,
             pos: 0,
+            next_restart: 0,
             key: Vec::new(),
             seq: 0,
             has_key: false,
@@ -320,6 +321,9 @@ impl IntoIterator for Block {
 pub struct BlockIter {
     block: Block,
     pos: usize,
+    /// The first restart point at or after `pos`: each must be the start of an entry
+    /// that shares nothing (a seek or a get starts decoding there).
+    next_restart: usize,
     key: Vec<u8>,
     /// The previously decoded entry's sequence number (for the order check).
     seq: SeqNo,
@@ -335,7 +339,8 @@ impl BlockIter {
     /// (strictly after, if `inclusive` is false).
     pub fn seek(&mut self, target: &[u8], inclusive: bool) -> Result<(), Malformed> {
         self.pending = None;
-        self.pos = self.block.restart(self.block.restart_before(target)?);
+        self.next_restart = self.block.restart_before(target)?;
+        self.pos = self.block.restart(self.next_restart);
         self.key.clear();
         self.has_key = false;
         while let Some(entry) = self.decode_next() {
@@ -354,16 +359,46 @@ impl BlockIter {
     }
 
     fn decode_next(&mut self) -> Option<Result<Entry, Malformed>> {
-        if self.failed || self.pos >= self.block.entries_end {
+        if self.failed {
             return None;
         }
-        let result = self.decode_at_pos();
+        let result = if self.pos >= self.block.entries_end {
+            // Every restart point lies inside the entries (`Block::new`): one not met
+            // on the way is inside an entry.
+            if self.next_restart >= self.block.num_restarts {
+                return None;
+            }
+            Err(self.misplaced_restart())
+        } else {
+            self.decode_at_pos()
+        };
         self.failed = result.is_err();
         Some(result)
     }
 
+    fn misplaced_restart(&self) -> Malformed {
+        let i = self.next_restart;
+        Malformed(format!(
+            "restart point {i} at offset {} is not the start of an entry",
+            self.block.restart(i)
+        ))
+    }
+
     fn decode_at_pos(&mut self) -> Result<Entry, Malformed> {
-        let e = self.block.decode_entry(self.pos, self.key.len())?;
+        // An entry at a restart point is decoded as the first of its run (a previous
+        // key of length 0), so one that shares bytes is refused here as a seek or a
+        // get starting there would refuse it.
+        let restart = (self.next_restart < self.block.num_restarts)
+            .then(|| self.block.restart(self.next_restart));
+        if restart.is_some_and(|r| r < self.pos) {
+            return Err(self.misplaced_restart());
+        }
+        let at_restart = restart == Some(self.pos);
+        let prev_key_len = if at_restart { 0 } else { self.key.len() };
+        let e = self.block.decode_entry(self.pos, prev_key_len)?;
+        if at_restart {
+            self.next_restart += 1;
+        }
         let delta = &self.block.entries()[e.delta.clone()];
         // New key = key[..shared] ++ delta, so it is greater iff delta > key[shared..],
         // and the same key (an older version, which must have a lower seq) iff equal.
@@ -552,6 +587,51 @@ mod tests {
         let mut it = block.into_iter();
         assert!(it.next().unwrap().is_err());
         assert!(it.next().is_none());
+    }
+
+    /// A restart point must be the start of an entry that shares nothing: a seek or a
+    /// get starting there decodes it as the first key of its run. The iterator (and so
+    /// `verify`, compaction and every scan) refuses a block where one is not, as a get
+    /// starting there does; it once read such a block without complaint.
+    #[test]
+    fn a_restart_point_must_start_an_entry_that_shares_nothing() {
+        // Six entries, restart interval 2: restarts at entries 0, 2 and 4.
+        let keys: Vec<String> = (0..6).map(|i| format!("key{i:04}")).collect();
+        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_bytes(), &b"v"[..])).collect();
+        let good = build(&entries, 2).to_vec();
+        let n = good.len();
+        let restarts_at = n - 4 - 4 * 3;
+        let entry_starts: Vec<usize> = {
+            let block = Block::new(Bytes::from(good.clone()), n).unwrap();
+            let mut it = block.into_iter();
+            let mut starts = vec![0];
+            while let Some(e) = it.next() {
+                e.unwrap();
+                starts.push(it.pos);
+            }
+            starts
+        };
+        let with_restart_1 = |offset: usize| {
+            let mut data = good.clone();
+            data[restarts_at + 4..restarts_at + 8].copy_from_slice(&(offset as u32).to_le_bytes());
+            Block::new(Bytes::from(data), n).unwrap()
+        };
+        let scan = |block: Block| block.into_iter().collect::<Result<Vec<_>, _>>();
+        assert_eq!(scan(with_restart_1(entry_starts[2])).unwrap().len(), 6);
+        // Entry 1 shares "key000" with entry 0; as a restart point a get from it fails.
+        let shares = with_restart_1(entry_starts[1]);
+        assert!(shares.clone().get(b"key0001").is_err());
+        let err = scan(shares).unwrap_err();
+        assert!(err.0.contains("shares 6 bytes"), "{err}");
+        // A restart point inside entry 2.
+        let err = scan(with_restart_1(entry_starts[2] + 1)).unwrap_err();
+        assert!(err.0.contains("restart point 1"), "{err}");
+        // A restart point inside the last entry, which the scan steps over to the end.
+        let mut data = good.clone();
+        let last = entry_starts[5] + 1;
+        data[restarts_at + 8..restarts_at + 12].copy_from_slice(&(last as u32).to_le_bytes());
+        let err = scan(Block::new(Bytes::from(data), n).unwrap()).unwrap_err();
+        assert!(err.0.contains("restart point 2"), "{err}");
     }
 
     #[test]
