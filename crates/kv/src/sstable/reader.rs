@@ -179,15 +179,8 @@ impl Table {
             footer.version >= 2,
         )
         .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
-        if properties.format_version != footer.version {
-            return Err(file.corruption(
-                BlockKind::Properties,
-                props_handle.offset,
-                Malformed(format!(
-                    "format version {} disagrees with the footer's {}",
-                    properties.format_version, footer.version
-                )),
-            ));
+        if let Some((kind, offset, m)) = disagrees_with_footer(&footer, &properties, meta_end) {
+            return Err(file.corruption(kind, offset, m));
         }
         if properties.data_size != meta_start {
             return Err(file.corruption(
@@ -212,14 +205,8 @@ impl Table {
         }
 
         let (filter, filter_state) = match footer.filter {
-            None if properties.filter_policy.is_empty() => (None, FilterState::NotWritten),
-            None => {
-                return Err(file.corruption(
-                    BlockKind::Footer,
-                    meta_end,
-                    "properties name a filter policy but the footer has no filter".into(),
-                ))
-            }
+            // `disagrees_with_footer` refused a named policy without a filter.
+            None => (None, FilterState::NotWritten),
             Some(handle) => {
                 let name = &properties.filter_policy;
                 match policies.iter().find(|p| p.name() == name) {
@@ -593,6 +580,35 @@ impl Table {
 }
 
 /// Reads and validates the footer of a `file_size`-byte table.
+/// Where the properties contradict the footer (`meta_end`: where the footer starts),
+/// as the block to blame, its offset and why: another format version, or a filter
+/// policy named for a table the footer gives no filter. `Table::open` and `verify`
+/// both refuse these.
+pub(crate) fn disagrees_with_footer(
+    footer: &Footer,
+    properties: &TableProperties,
+    meta_end: u64,
+) -> Option<(BlockKind, u64, Malformed)> {
+    if properties.format_version != footer.version {
+        return Some((
+            BlockKind::Properties,
+            footer.properties.offset,
+            Malformed(format!(
+                "format version {} disagrees with the footer's {}",
+                properties.format_version, footer.version
+            )),
+        ));
+    }
+    if footer.filter.is_none() && !properties.filter_policy.is_empty() {
+        return Some((
+            BlockKind::Footer,
+            meta_end,
+            "properties name a filter policy but the footer has no filter".into(),
+        ));
+    }
+    None
+}
+
 pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
     let footer_at = file_size.checked_sub(FOOTER_SIZE as u64).ok_or_else(|| {
         Error::corruption(

@@ -610,6 +610,35 @@ fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
     assert_eq!(table.verify().len(), 1);
 }
 
+/// `verify` refuses what `Table::open` refuses: properties whose format version is
+/// not the footer's (version 4's properties have version 5's layout, so only the
+/// cross-check can object). It once reported such a table clean.
+#[test]
+fn verify_refuses_properties_of_another_version_than_the_footer() {
+    let (mut data, _) = build(&small_entries(), exact_options(128));
+    let table = open(data.clone()).0.unwrap();
+    let footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    assert_eq!(footer.version, footer::FORMAT_VERSION);
+    let h = footer.properties;
+    let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
+    let older = footer::FORMAT_VERSION - 1;
+    data[start..start + 4].copy_from_slice(&older.to_le_bytes());
+    let crc = crc32fast::hash(&data[start..=end]);
+    data[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
+    let err = open(data.clone()).0.unwrap_err().to_string();
+    assert!(err.contains("disagrees with the footer"), "{err}");
+    let problems = check_file(MemFile::new(data), path());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, BlockKind::Properties);
+    assert!(
+        problems[0]
+            .to_string()
+            .contains("disagrees with the footer"),
+        "{}",
+        problems[0]
+    );
+}
+
 /// Keys with several versions each (newest first), tombstones among them, random seqs.
 fn versioned_entries(rng: &mut StdRng, keys: u32) -> Vec<TestEntry> {
     let mut out = Vec::new();

@@ -20,7 +20,7 @@ use super::file::TableFile;
 use super::footer::{ALIGNED_FORMAT_VERSION, FOOTER_SIZE};
 use super::index::IndexBlock;
 use super::properties::TableProperties;
-use super::reader::read_footer;
+use super::reader::{disagrees_with_footer, read_footer};
 use super::BlockKind;
 use crate::error::Error;
 use crate::fs::RandomAccessFile;
@@ -113,6 +113,13 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     let properties = properties
         .map_err(|e| report(BlockKind::Properties, p.offset, reason(e)))
         .ok();
+    let meta_end = file_size - FOOTER_SIZE as u64; // `read_footer` checked the size
+    if let Some((kind, offset, why)) = properties
+        .as_ref()
+        .and_then(|props| disagrees_with_footer(&footer, props, meta_end))
+    {
+        report(kind, offset, why.0);
+    }
     // The range filter block has no policy to look up: its own decoder checks it whole.
     if let Some(h) = properties.as_ref().and_then(|p| p.range_filter) {
         let opened = file.read_block(h, BlockKind::Filter).and_then(|bytes| {
