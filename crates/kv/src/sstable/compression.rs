@@ -47,12 +47,21 @@ pub(crate) const LZ4_MAX_EXPANSION: u64 = 255;
 /// trailer.
 pub(crate) const MIN_LZ4_BLOCK_LEN: u64 = (RAW_LEN_SIZE + 1 + BLOCK_TRAILER_SIZE) as u64;
 
+/// The longest block an LZ4 block may unpack to: a block closes once it reaches
+/// `MAX_BLOCK_SIZE`, so with its last entry (at most `MAX_ENTRY_BYTES`) and restart
+/// array it stays near twice that. The writer keeps a longer block raw and the reader
+/// refuses a longer claim, so the two agree on every block.
+const MAX_LZ4_RAW_LEN: usize = MAX_BLOCK_SIZE * 2;
+
 /// Compresses `raw` into `out` (cleared first) in the type-1 form with `writer`'s
 /// match finder ([`Lz4Writer`]). `false`, with `out` unspecified, when the result
-/// would not save at least 12.5% of `raw`.
+/// would not save at least 12.5% of `raw`, or `raw` is longer than a reader unpacks.
 pub(crate) fn compress_lz4(writer: &mut Lz4Writer, raw: &[u8], out: &mut Vec<u8>) -> bool {
     out.clear();
-    let Ok(raw_len) = u32::try_from(raw.len()) else {
+    let Some(raw_len) = u32::try_from(raw.len())
+        .ok()
+        .filter(|_| raw.len() <= MAX_LZ4_RAW_LEN)
+    else {
         return false;
     };
     out.extend_from_slice(&raw_len.to_le_bytes());
@@ -70,7 +79,7 @@ pub(crate) fn decompress_lz4(stored: &[u8]) -> Result<Vec<u8>, Malformed> {
     };
     let raw_len = u32::from_le_bytes(*len_bytes) as usize;
     let bound = body.len().saturating_mul(LZ4_MAX_EXPANSION as usize);
-    if raw_len == 0 || raw_len > bound || raw_len > MAX_BLOCK_SIZE.saturating_mul(2) {
+    if raw_len == 0 || raw_len > bound || raw_len > MAX_LZ4_RAW_LEN {
         return Err(Malformed(format!(
             "LZ4 block of {} bytes claims {raw_len} bytes decompressed",
             body.len()
@@ -119,6 +128,20 @@ mod tests {
         assert_ne!(old, ours, "the writers differ, or this test proves nothing");
         assert_eq!(decompress_lz4(&old).unwrap(), raw);
         assert_eq!(decompress_lz4(&ours).unwrap(), raw);
+    }
+
+    /// The writer never packs a block the reader would refuse to unpack: one byte
+    /// over the reader's limit stays raw (the check comes before any work, and the
+    /// zeroed buffer is never touched), and the reader refuses a claim of that length.
+    #[test]
+    fn a_block_longer_than_a_reader_unpacks_stays_raw() {
+        let raw = vec![0u8; MAX_LZ4_RAW_LEN + 1];
+        let mut out = Vec::new();
+        assert!(!compress_lz4(&mut Lz4Writer::default(), &raw, &mut out));
+        let mut claim = (raw.len() as u32).to_le_bytes().to_vec();
+        claim.resize(RAW_LEN_SIZE + raw.len() / 255 + 1, 0);
+        let err = decompress_lz4(&claim).unwrap_err();
+        assert!(err.0.contains("claims"), "{err}");
     }
 
     #[test]
