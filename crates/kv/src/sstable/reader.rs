@@ -579,7 +579,6 @@ impl Table {
     }
 }
 
-/// Reads and validates the footer of a `file_size`-byte table.
 /// Where the properties contradict the footer (`meta_end`: where the footer starts),
 /// as the block to blame, its offset and why: another format version, or a filter
 /// policy named for a table the footer gives no filter. `Table::open` and `verify`
@@ -609,6 +608,7 @@ pub(crate) fn disagrees_with_footer(
     None
 }
 
+/// Reads and validates the footer of a `file_size`-byte table.
 pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
     let footer_at = file_size.checked_sub(FOOTER_SIZE as u64).ok_or_else(|| {
         Error::corruption(
