@@ -4,10 +4,12 @@
 //! and compactions are mixed in, with a small memtable so background flushes and
 //! automatic compactions happen on their own too.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use bloomkv_kv::{Db, FilterKind, Options, WriteBatch};
+use bloomkv_kv::{Db, FilterKind, Options};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -101,19 +103,7 @@ fn run(seed: u64, steps: usize, filter: FilterKind) {
                 model.remove(&k);
             }
             50..=54 => {
-                let mut batch = WriteBatch::new();
-                for _ in 0..rng.gen_range(1..8) {
-                    let k = key(&mut rng);
-                    if rng.gen_bool(0.3) {
-                        batch.delete(&k);
-                        model.remove(&k);
-                    } else {
-                        let v = value(&mut rng, step);
-                        batch.put(&k, &v);
-                        model.insert(k, v);
-                    }
-                }
-                db.write(batch).unwrap();
+                common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }
             55..=84 => {
                 let k = key(&mut rng);
@@ -244,19 +234,7 @@ fn run_with_snapshots(seed: u64, steps: usize) {
                 model.remove(&k);
             }
             50..=54 => {
-                let mut batch = WriteBatch::new();
-                for _ in 0..rng.gen_range(1..8) {
-                    let k = key(&mut rng);
-                    if rng.gen_bool(0.3) {
-                        batch.delete(&k);
-                        model.remove(&k);
-                    } else {
-                        let v = value(&mut rng, step);
-                        batch.put(&k, &v);
-                        model.insert(k, v);
-                    }
-                }
-                db.write(batch).unwrap();
+                common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }
             55..=59 if snaps.len() < 5 => snaps.push((db.snapshot(), model.clone())),
             60..=62 if !snaps.is_empty() => {

@@ -11,11 +11,13 @@
 //! `SEEDS=200 BASE=1000 cargo test --release -p bloomkv-kv --test model_variants --
 //! --ignored` (`LONGKEYS=1` for the long-prefix keys).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use bloomkv_kv::{Db, FixedPrefix, Options, RangeFilterOptions, WriteBatch};
+use bloomkv_kv::{Db, FixedPrefix, Options, RangeFilterOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -255,19 +257,7 @@ fn run(seed: u64, steps: usize, cfg: Cfg) {
                 model.remove(&k);
             }
             45..=49 => {
-                let mut batch = WriteBatch::new();
-                for _ in 0..rng.gen_range(1..8) {
-                    let k = key(&mut rng);
-                    if rng.gen_bool(0.3) {
-                        batch.delete(&k);
-                        model.remove(&k);
-                    } else {
-                        let v = value(&mut rng, step);
-                        batch.put(&k, &v);
-                        model.insert(k, v);
-                    }
-                }
-                db.write(batch).unwrap();
+                common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }
             50..=54 if snaps.len() < 6 => snaps.push((db.snapshot(), model.clone())),
             55..=57 if !snaps.is_empty() => {
