@@ -321,6 +321,7 @@ impl Db {
                     (recovered, oldest, file, newest.number, newest.file_len)
                 }
                 _ => {
+                    let mut built = Vec::new();
                     if !recovered.is_empty() {
                         let number = next_file_number.fetch_add(1, Ordering::Relaxed);
                         let handle = build_table(
@@ -337,6 +338,7 @@ impl Db {
                         )?;
                         if let Some(handle) = handle {
                             inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
+                            built.push(number);
                         }
                         maint.last_sequence = last_seq;
                     }
@@ -347,14 +349,20 @@ impl Db {
                     // the next open); a named WAL that does not exist yet holds no writes.
                     let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
                     let next = next_file_number.load(Ordering::Relaxed);
-                    write_state(
+                    if let Err(e) = write_state(
                         &fs,
                         &dir,
                         &inner_version,
                         wal_number,
                         next,
                         maint.last_sequence,
-                    )?;
+                    ) {
+                        // No manifest names the table: delete it, as a failed install
+                        // does, or the next open would move it aside for good (the
+                        // logs it came from are still there and replay again).
+                        discard_unrecorded(&fs, &dir, &built);
+                        return Err(e);
+                    }
                     let wal_file = fs.create(&filename::wal_path(&dir, wal_number))?;
                     fs.sync_dir(&dir)?;
                     remove_obsolete(&fs, &dir, None, wal_number);

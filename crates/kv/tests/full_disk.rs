@@ -269,6 +269,43 @@ fn a_compaction_that_fills_the_disk_removes_the_tables_it_wrote_at_once() {
     assert!(points >= 2, "the compaction wrote {points} + 1 tables");
 }
 
+/// An open that replays logs into a table and then cannot write the manifest naming
+/// it (a full disk, or any error) deletes that table, as a failed flush does: each
+/// such open once left it for the next open to move into `lost/`, where nothing ever
+/// deletes it, one more copy per failed attempt. The logs are untouched, so the open
+/// that succeeds replays them again and loses nothing.
+#[test]
+fn a_recovery_open_that_cannot_write_its_manifest_leaves_no_table() {
+    let mem = MemFileSystem::new();
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let options = opts(&fs);
+    let db = Db::open(DIR, options.clone()).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("key{i:06}"), value(i)).unwrap();
+    }
+    drop(db);
+    // As after a crash: without the clean-close mark, open writes the logs to a table.
+    mem.remove(&Path::new(DIR).join("CLOSED")).unwrap();
+    let before = table_files(&mem);
+    for fault in [Fault::Error, Fault::NoSpace, Fault::Error] {
+        // Create 1 is the table's temporary file, create 2 the manifest's.
+        fs.set_plan(FaultPlan::nth(2, &[OpKind::Create], fault));
+        let e = Db::open(DIR, options.clone()).unwrap_err();
+        assert!(fs.fired(), "{e}");
+        assert_eq!(table_files(&mem), before, "{fault:?}: {e}");
+        assert!(temp_files(&mem).is_empty(), "{fault:?}");
+    }
+    fs.set_plan(FaultPlan::none());
+    let db = Db::open(DIR, options).unwrap();
+    assert!(db.recovery_report().tables_moved_aside.is_empty());
+    for i in 0..100u32 {
+        assert_eq!(
+            db.get(format!("key{i:06}")).unwrap().as_deref(),
+            Some(value(i).as_bytes())
+        );
+    }
+}
+
 /// The table files in the store's directory, sorted.
 fn table_files(fs: &MemFileSystem) -> Vec<String> {
     let mut names: Vec<String> = fs
