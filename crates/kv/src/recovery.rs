@@ -37,7 +37,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::memtable::Memtable;
 use crate::types::SeqNo;
-use crate::wal::{self, Span};
+use crate::wal::{self, BadRecord, Span};
 use crate::write_batch::{self, DecodedBatch};
 
 /// What recovery does with WAL bytes that are not a valid record (`Options::wal_recovery`).
@@ -54,7 +54,10 @@ pub enum WalRecovery {
     /// counted, and never written after. An invalid record with a valid record after
     /// it, or any invalid record in a log that a newer log follows (older logs were
     /// synced before the newer one started), is [`Error::Corruption`] naming the file
-    /// and offset: dropping it would lose acknowledged writes.
+    /// and offset: dropping it would lose acknowledged writes. So is an invalid
+    /// record whose log the scan stopped searching ([`crate::wal::scan_wal`]: a log
+    /// crafted with more verifying headers than damage leaves), since whether valid
+    /// records follow is then unknown.
     #[default]
     TolerateCorruptTail,
     /// Stop at the first invalid record in any log: keep every record before it,
@@ -304,6 +307,9 @@ enum Item {
         offset: u64,
         len: u64,
         reason: String,
+        /// The log's scan gave up searching for records in this stretch
+        /// ([`wal::BadRecord::NotSearched`]): valid records may lie in it.
+        unsearched: bool,
     },
 }
 
@@ -364,6 +370,20 @@ pub(crate) fn replay(
                         Item::Valid(batch) => Some(batch.base_seq),
                         Item::Invalid { .. } => None,
                     });
+                    if items[b..].iter().any(|it| {
+                        matches!(
+                            it,
+                            Item::Invalid {
+                                unsearched: true,
+                                ..
+                            }
+                        )
+                    }) {
+                        return Err(at(format!(
+                            "{reason}; the log was not searched to its end for valid \
+                             records, so this may not be a torn tail"
+                        )));
+                    }
                     if let Some(seq) = valid_after {
                         return Err(at(format!(
                             "{reason}; a valid record (sequence {seq}) follows it, so this \
@@ -407,6 +427,7 @@ pub(crate) fn replay(
                     offset,
                     len,
                     reason,
+                    ..
                 } => report.dropped.push(DroppedSpan {
                     wal: number,
                     offset,
@@ -430,6 +451,13 @@ fn classify(buf: &Bytes, path: &Path, mut floor: SeqNo) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     for span in wal::scan_wal(buf) {
         let (offset, len) = (span.offset(), span.len());
+        let unsearched = matches!(
+            span,
+            Span::Damaged {
+                why: BadRecord::NotSearched,
+                ..
+            }
+        );
         let invalid = match span {
             Span::Record { payload, .. } => match write_batch::decode(&payload, path) {
                 Ok(batch) if batch.base_seq > floor => {
@@ -448,11 +476,18 @@ fn classify(buf: &Bytes, path: &Path, mut floor: SeqNo) -> Vec<Item> {
             Span::Damaged { why, .. } => why.to_string(),
         };
         if let Some(Item::Invalid {
-            offset: o, len: l, ..
+            offset: o,
+            len: l,
+            reason,
+            unsearched: u,
         }) = items.last_mut()
         {
             if *o + *l == offset {
                 *l += len;
+                if unsearched && !*u {
+                    *u = true;
+                    *reason = format!("{reason}; then the log was {invalid}");
+                }
                 continue;
             }
         }
@@ -460,6 +495,7 @@ fn classify(buf: &Bytes, path: &Path, mut floor: SeqNo) -> Vec<Item> {
             offset,
             len,
             reason: invalid,
+            unsearched,
         });
     }
     items

@@ -32,7 +32,9 @@
 //! payload checksum), and each stretch of bytes that is not part of one. After a record
 //! that fails, the scan looks for the next offset at which a whole record verifies and
 //! resumes there; the bytes in between are one damaged span. The scan never trusts a
-//! length before its header checksum holds, and never allocates for a claimed length.
+//! length before its header checksum holds, and never allocates for a claimed length;
+//! the payload bytes its searches checksum are bounded by a multiple of the log's
+//! length, past which the rest of the log is one span it did not search.
 //!
 //! What the store does with a damaged span is a policy, chosen by
 //! `Options::wal_recovery` and applied in `recovery.rs` (which also checks each
@@ -196,6 +198,9 @@ pub enum BadRecord {
     PayloadCutOff,
     /// The payload checksum does not match.
     PayloadChecksum,
+    /// Not checked: the scan stopped searching for the next record here (see
+    /// [`scan_wal`]), so whether valid records follow is unknown.
+    NotSearched,
 }
 
 impl fmt::Display for BadRecord {
@@ -212,6 +217,11 @@ impl fmt::Display for BadRecord {
             }
             BadRecord::PayloadCutOff => write!(f, "record runs past the end of file"),
             BadRecord::PayloadChecksum => write!(f, "payload checksum mismatch"),
+            BadRecord::NotSearched => write!(
+                f,
+                "not searched for records: more record headers verified before it, with \
+                 payloads that did not, than damage makes (a crafted log?)"
+            ),
         }
     }
 }
@@ -300,18 +310,39 @@ impl Span {
 /// After a record that fails, the next span starts at the first later offset where a
 /// whole record verifies. A false match needs a 32-bit header checksum and a 32-bit
 /// payload checksum to agree by chance. The spans are found lazily, one per `next`.
+///
+/// The search checksums the payload of every candidate whose header verifies, so a
+/// log crafted with a verifying header every few bytes, each claiming the rest of the
+/// file, would cost time quadratic in its length. The payload bytes the whole scan
+/// checksums in its searches are therefore bounded ([`RESYNC_BUDGET_FACTOR`] times
+/// the log's length, plus 1 MiB): damage makes a verifying header by chance once in
+/// 2^32 offsets, so only such a file reaches the bound. Then the rest of the log is
+/// one last damaged span, [`BadRecord::NotSearched`], and what follows it is unknown.
 pub fn scan_wal(buf: &Bytes) -> WalScan {
     WalScan {
         buf: buf.clone(),
         off: 0,
+        budget: buf
+            .len()
+            .saturating_mul(RESYNC_BUDGET_FACTOR)
+            .saturating_add(1 << 20),
+        gave_up: false,
     }
 }
+
+/// The payload bytes a scan's searches may checksum, per byte of the log (see
+/// [`scan_wal`]).
+pub const RESYNC_BUDGET_FACTOR: usize = 4;
 
 /// The iterator [`scan_wal`] returns.
 #[derive(Debug, Clone)]
 pub struct WalScan {
     buf: Bytes,
     off: usize,
+    /// Payload bytes the searches may still checksum.
+    budget: usize,
+    /// A search ran out of budget at `off`: the rest is not searched.
+    gave_up: bool,
 }
 
 impl Iterator for WalScan {
@@ -322,6 +353,15 @@ impl Iterator for WalScan {
         if off >= buf.len() {
             return None;
         }
+        if self.gave_up {
+            self.off = buf.len();
+            return Some(Span::Damaged {
+                offset: off as u64,
+                len: (buf.len() - off) as u64,
+                why: BadRecord::NotSearched,
+                zeros: all_zero(&buf[off..]),
+            });
+        }
         let (span, end) = match check_record(buf, off) {
             Ok(end) => (
                 Span::Record {
@@ -331,7 +371,13 @@ impl Iterator for WalScan {
                 end,
             ),
             Err(why) => {
-                let next = next_record(buf, off + 1);
+                let next = match next_record(buf, off + 1, &mut self.budget) {
+                    Ok(next) => next,
+                    Err(stopped) => {
+                        self.gave_up = true;
+                        stopped
+                    }
+                };
                 let span = Span::Damaged {
                     offset: off as u64,
                     len: (next - off) as u64,
@@ -348,20 +394,29 @@ impl Iterator for WalScan {
 
 /// The first offset at or after `from` where a whole record verifies, or the end of
 /// the buffer. Most offsets are ruled out by their would-be type byte (which must be
-/// FULL) before any checksum is computed.
-fn next_record(buf: &[u8], from: usize) -> usize {
+/// FULL) before any checksum is computed. Each payload checksummed in vain is taken
+/// from `budget`; `Err` with the offset reached when it runs out.
+fn next_record(buf: &[u8], from: usize, budget: &mut usize) -> std::result::Result<usize, usize> {
     let mut p = from;
     while let Some(type_bytes) = buf.get(p + 8..) {
         let Some(skip) = type_bytes.iter().position(|&b| b == TYPE_FULL) else {
             break;
         };
         p += skip;
-        if check_record(buf, p).is_ok() {
-            return p;
+        match check_record(buf, p) {
+            Ok(_) => return Ok(p),
+            Err(BadRecord::PayloadChecksum) => {
+                let checked = LittleEndian::read_u32(&buf[p + 4..p + 8]) as usize;
+                match budget.checked_sub(checked) {
+                    Some(left) => *budget = left,
+                    None => return Err(p),
+                }
+            }
+            Err(_) => {}
         }
         p += 1;
     }
-    buf.len()
+    Ok(buf.len())
 }
 
 /// What replaying a log found.
@@ -402,15 +457,32 @@ pub fn parse_wal(buf: Bytes, path: &Path) -> Result<WalReplay> {
             Span::Damaged {
                 offset, why, zeros, ..
             } => {
-                if let Some(next) = spans.next() {
-                    return Err(Error::corruption(
-                        path,
-                        format!(
-                            "WAL record at offset {offset}: {why}; a valid record follows at \
-                             offset {}, so this is not a torn tail",
-                            next.offset()
-                        ),
-                    ));
+                match spans.next() {
+                    Some(Span::Damaged {
+                        offset: next,
+                        why: BadRecord::NotSearched,
+                        ..
+                    }) => {
+                        return Err(Error::corruption(
+                            path,
+                            format!(
+                                "WAL record at offset {offset}: {why}; from offset {next} the \
+                                 log was {}, so this may not be a torn tail",
+                                BadRecord::NotSearched
+                            ),
+                        ))
+                    }
+                    Some(next) => {
+                        return Err(Error::corruption(
+                            path,
+                            format!(
+                                "WAL record at offset {offset}: {why}; a valid record follows \
+                                 at offset {}, so this is not a torn tail",
+                                next.offset()
+                            ),
+                        ))
+                    }
+                    None => {}
                 }
                 let reason = if zeros {
                     "zero-filled tail".to_string()
@@ -741,6 +813,75 @@ mod tests {
             .collect();
         assert_eq!(after, payloads[2..]);
         assert_corruption_at(parse(&bad), ends[0]);
+    }
+
+    /// `count` record headers 13 bytes apart that verify, each claiming the payload
+    /// up to the end of the `len`-byte run, none of which checksums.
+    fn verifying_headers(len: usize, count: usize) -> Vec<u8> {
+        let mut run = vec![0u8; len];
+        for i in 0..count {
+            let at = i * HEADER_LEN;
+            let claimed = (len - at - HEADER_LEN) as u32;
+            let mut header = [0u8; HEADER_LEN];
+            header[0..4].copy_from_slice(&0xdead_beef_u32.to_le_bytes());
+            header[4..8].copy_from_slice(&claimed.to_le_bytes());
+            header[8] = TYPE_FULL;
+            let crc = crc32fast::hash(&header[0..9]);
+            header[9..13].copy_from_slice(&crc.to_le_bytes());
+            run[at..at + HEADER_LEN].copy_from_slice(&header);
+        }
+        run
+    }
+
+    /// A run of verifying headers, each claiming the rest of the file, once made the
+    /// search for the next record checksum the rest of the file at each one: time
+    /// quadratic in the log's length (a 256 KiB run took seconds to open, a 64 MiB one
+    /// would take hours). The searches' checksums are bounded by a multiple of the
+    /// log's length; a log that reaches it ends in a span `NotSearched`, and valid
+    /// records after it are not counted on: it is corruption, not a torn tail. A few
+    /// such headers, as damage could leave, do not reach the bound.
+    #[test]
+    fn a_run_of_verifying_headers_ends_the_search_and_is_not_a_torn_tail() {
+        let (good, ends) = encode_log(&sample_payloads());
+        let (after, _) = encode_log(&[b"written after the damage".to_vec()]);
+        let with_run = |count: usize| {
+            let mut log = good.clone();
+            log.extend(verifying_headers(64 << 10, count));
+            log.extend_from_slice(&after);
+            log
+        };
+        let crafted = with_run((64 << 10) / HEADER_LEN - 1);
+        let spans: Vec<Span> = scan_wal(&Bytes::from(crafted.clone())).collect();
+        assert_eq!(
+            spans.iter().map(Span::len).sum::<u64>(),
+            crafted.len() as u64
+        );
+        let records = spans
+            .iter()
+            .filter(|s| matches!(s, Span::Record { .. }))
+            .count();
+        assert_eq!(
+            records,
+            ends.len(),
+            "the record after the run is not reached"
+        );
+        let Some(Span::Damaged { offset, why, .. }) = spans.last() else {
+            panic!("{:?}", spans.last());
+        };
+        assert_eq!(*why, BadRecord::NotSearched);
+        assert!(*offset < (crafted.len() - after.len()) as u64);
+        let err = parse(&crafted).unwrap_err().to_string();
+        assert!(err.contains("may not be a torn tail"), "{err}");
+
+        // Three such headers: each checksums the run once, within the bound, and the
+        // search finds the record after them.
+        let few = with_run(3);
+        let spans: Vec<Span> = scan_wal(&Bytes::from(few.clone())).collect();
+        assert!(matches!(
+            spans.last(),
+            Some(Span::Record { payload, .. }) if payload[..] == after[HEADER_LEN..]
+        ));
+        assert_corruption_at(parse(&few), *ends.last().unwrap());
     }
 
     #[test]
