@@ -42,7 +42,7 @@ pub use chart::{render_leveled_svg, render_range_svg, render_savings_svg, render
 pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow};
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
-pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes};
+pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes, VERSION_ROUNDS};
 pub use range::{
     print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
     RANGE_LENGTHS,

@@ -614,7 +614,13 @@ impl Db {
         }
     }
 
-    /// Stops background work, syncs the WAL and releases the directory lock.
+    /// Stops background work, syncs the WAL and leaves the clean-close mark; an error
+    /// says the last writes may not be durable.
+    ///
+    /// The directory lock goes with the last handle on the store: this `Db`, and every
+    /// [`Snapshot`] and [`ScanIter`] made from it, which go on reading after `close`
+    /// (another open could otherwise delete the tables they read). Until those are
+    /// dropped, opening the directory again fails with [`Error::Locked`].
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }

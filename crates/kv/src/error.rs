@@ -32,8 +32,13 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
-    /// Another `Db` (in this or another process) holds the directory's lock.
-    #[error("database directory {} is locked by another instance", .0.display())]
+    /// Another `Db` (in this or another process) holds the directory's lock; in this
+    /// process, a closed `Db`'s live snapshots and scans hold it too.
+    #[error(
+        "database directory {} is locked by another instance (or by a snapshot or scan \
+         still alive from a closed one)",
+        .0.display()
+    )]
     Locked(PathBuf),
 
     /// The store was closed, or a background task failed and the store stopped writing.

@@ -1,4 +1,4 @@
-//! bloomkv with its own compaction on, as a [`BenchStore`]: the timed fill and the
+//! bloomkv with its own compaction on, as a [`BenchStore`](bloomkv::bench::BenchStore): the timed fill and the
 //! leveled shape.
 //!
 //! The flat shape's bloomkv store (`bloomkv::bench::BloomkvStore`) holds compaction

@@ -94,7 +94,9 @@ mod tests;
 
 use std::fmt;
 
-pub use builder::{TableBuilder, TableOptions, TableSummary};
+pub use builder::{
+    TableBuilder, TableOptions, TableSummary, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE,
+};
 pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use iter::{TableIter, TableRevIter};
