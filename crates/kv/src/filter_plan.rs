@@ -60,13 +60,17 @@ pub enum FilterAllocation {
     Uniform,
     /// The same total filter memory as `Uniform`, split so each level's false-positive
     /// rate is proportional to its size (Monkey): fewer wasted reads per absent get.
+    /// A level gets at most 30 bits per key; above 30 bits per key (where false
+    /// positives are already below 1e-5) the plan is `Uniform`'s.
     Monkey,
 }
 
 /// Step of the greedy search, in bits per key.
 const STEP: f64 = 0.05;
-/// The most bits per key the plan gives a level (false positives are ~1e-5 there, and
-/// more bits buy little against the reads a present key costs anyway).
+/// The most bits per key Monkey gives a level (false positives are ~1e-5 there, and
+/// more bits buy little against the reads a present key costs anyway), and where the
+/// models' cached grid ends. Above it a model is evaluated directly, and a store asking
+/// for more bits per key than this gets Uniform's plan whatever its allocation.
 const MAX_BITS: f64 = 30.0;
 /// A filter needs at least this many bits per key (the Bloom policies' minimum).
 const MIN_BITS: f64 = 1.0;
@@ -77,8 +81,11 @@ const MODEL_KEYS: u64 = 100_000;
 /// filter. Custom policies have no model here and are planned like the cache-local
 /// Bloom (the store's default).
 pub(crate) fn model_fp(kind: &FilterKind, bits_per_key: f64) -> f64 {
+    if bits_per_key > MAX_BITS {
+        return evaluate_model(kind, bits_per_key);
+    }
     let curve = curve(kind);
-    curve[grid(bits_per_key.clamp(0.0, MAX_BITS)).min(curve.len() - 1)]
+    curve[grid(bits_per_key.max(0.0)).min(curve.len() - 1)]
 }
 
 /// The model itself, evaluated (see [`model_fp`], which reads it off a cached grid).
@@ -179,7 +186,9 @@ pub fn plan(
         .collect();
     bits.resize(levels, None);
     let deepest = loads.iter().rposition(|l| l.keys > 0);
-    if allocation == FilterAllocation::Monkey {
+    // Above `MAX_BITS` Monkey would cap every level there and spend less memory than
+    // Uniform for more false positives: Uniform is the plan.
+    if allocation == FilterAllocation::Monkey && bits_per_key <= MAX_BITS {
         // The greedy search works in steps and the models step with the probe count,
         // so on a tree where uniform is already (nearly) optimal it can land a hair
         // above it: then uniform is the plan.
@@ -193,9 +202,19 @@ pub fn plan(
             bits[d] = None;
         }
     }
+    // Levels of one kind and setting share one figure (above `MAX_BITS` each is a
+    // model evaluated afresh, which for Ribbon builds a sample block).
+    let mut known: Vec<(&FilterKind, f64, f64)> = Vec::new();
     let expected_fp = (0..levels)
         .map(|l| match bits[l] {
-            Some(b) => model_fp(&kinds[l], b),
+            Some(b) => match known.iter().find(|(k, kb, _)| *k == &kinds[l] && *kb == b) {
+                Some(&(_, _, fp)) => fp,
+                None => {
+                    let fp = model_fp(&kinds[l], b);
+                    known.push((&kinds[l], b, fp));
+                    fp
+                }
+            },
             None => 1.0,
         })
         .collect();
@@ -468,6 +487,32 @@ mod tests {
 
     fn kinds(n: usize) -> Vec<FilterKind> {
         vec![FilterKind::CacheLocalBloom; n]
+    }
+
+    /// Above the grid's 30 bits per key Monkey once capped every level at 30 (the
+    /// models read off the grid stopped there too, so uniform's 50 bits looked no
+    /// better): 40% less memory than asked for and ~90× the wasted reads at 50 bits.
+    /// Uniform is now the plan there, and its expected rate is the model's at 50 bits.
+    #[test]
+    fn above_thirty_bits_per_key_monkey_plans_as_uniform_and_the_rates_are_right() {
+        let l = loads(&[0, 10_000, 100_000, 1_000_000]);
+        for kind in [FilterKind::CacheLocalBloom, FilterKind::StandardBloom] {
+            let k = vec![kind.clone(); 4];
+            for bpk in [31.0, 50.0, 100.0] {
+                let uniform = plan(FilterAllocation::Uniform, bpk, false, &k, &l);
+                let monkey = plan(FilterAllocation::Monkey, bpk, false, &k, &l);
+                assert_eq!(monkey, uniform, "{kind:?} at {bpk}");
+                assert_eq!(uniform.bits_per_key[3], Some(bpk));
+                let at = evaluate_model(&kind, bpk);
+                assert_eq!(uniform.expected_fp[3], at, "{kind:?} at {bpk}");
+                if bpk >= 50.0 {
+                    assert!(
+                        at < evaluate_model(&kind, 30.0) / 10.0,
+                        "{kind:?} at {bpk}: {at}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
