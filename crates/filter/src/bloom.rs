@@ -87,7 +87,7 @@ pub struct FilterStats {
     pub items_added: u64,
     /// Fraction of bits (counters) that are non-zero.
     pub fill_ratio: f64,
-    /// `(1 - e^{-k·items_added/m})^k`.
+    /// `(1 - e^{-k·items_added/m})^k`, as [`BloomFilter::estimated_fp_rate`].
     pub estimated_fp_rate: f64,
     /// Items estimated from the fill ratio alone: `-(m/k) ln(1 - fill_ratio)`.
     pub estimated_items: f64,
@@ -192,13 +192,11 @@ impl BloomFilter {
     }
 
     /// The false-positive rate predicted for the items added so far:
-    /// `(1 - e^{-k·len/m})^k`.
+    /// `(1 - e^{-k·len/m})^k` (plus what double hashing adds, for a filter read from a
+    /// version-1 frame: see `standalone_probes`).
     pub fn estimated_fp_rate(&self) -> f64 {
-        sizing::standard_fp(
-            self.num_bits as f64,
-            self.len as f64,
-            f64::from(self.num_hashes),
-        )
+        self.rule
+            .estimated_fp_rate(self.num_bits, self.len, self.num_hashes)
     }
 
     /// Items estimated from the fill ratio alone (Swamidass and Baldi):

@@ -207,13 +207,11 @@ impl CountingBloomFilter {
         self.count_nonzero() as f64 / self.num_counters as f64
     }
 
-    /// `(1 - e^{-k·len/m})^k`.
+    /// `(1 - e^{-k·len/m})^k` (plus what double hashing adds, for a filter read from a
+    /// version-1 frame: see `standalone_probes`).
     pub fn estimated_fp_rate(&self) -> f64 {
-        sizing::standard_fp(
-            self.num_counters as f64,
-            self.len as f64,
-            f64::from(self.num_hashes),
-        )
+        self.rule
+            .estimated_fp_rate(self.num_counters, self.len, self.num_hashes)
     }
 
     /// Items estimated from the fill ratio: `-(m/k) ln(1 - nonzero/m)`.

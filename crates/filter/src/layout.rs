@@ -5,7 +5,10 @@
 //!
 //! **Standard** — the textbook: probe `i` is bit `fastrange(h1 + i·h2, m)` anywhere in
 //! the `m`-bit array. Its false-positive rate is the formula
-//! `(1 - e^{-kn/m})^k`, but a lookup of a present key touches up to `k` cache lines.
+//! `(1 - e^{-kn/m})^k`, plus what double hashing adds when `h2` makes the probes
+//! cluster ([`double_hashing_excess`](crate::sizing) in `sizing.rs`: negligible at 10
+//! bits per key, dominant past ~25 in small filters); a lookup of a present key
+//! touches up to `k` cache lines.
 //!
 //! ```text
 //!  bits: |....1.........1.....................1..........1.........1...|
@@ -116,7 +119,10 @@ impl BloomLayout {
     pub fn estimated_fp_rate(self, num_bits: u64, num_keys: u64, num_probes: u32) -> f64 {
         match self {
             BloomLayout::Standard => {
-                sizing::standard_fp(num_bits as f64, num_keys as f64, f64::from(num_probes))
+                let (m, n) = (num_bits as f64, num_keys as f64);
+                (sizing::standard_fp(m, n, f64::from(num_probes))
+                    + sizing::double_hashing_excess(m, n, num_probes))
+                .min(1.0)
             }
             BloomLayout::CacheLocal => {
                 let lines = (num_bits / CACHE_LINE_BITS).max(1);

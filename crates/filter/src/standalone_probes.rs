@@ -65,6 +65,20 @@ impl ProbeRule {
         }
     }
 
+    /// The false-positive rate expected of `m` slots holding `n` items at `k` probes:
+    /// the textbook formula, plus what double hashing adds when its step makes the
+    /// probes cluster (rule 1 only; `sizing::double_hashing_excess`).
+    pub(crate) fn estimated_fp_rate(self, m: u64, n: u64, k: u32) -> f64 {
+        let (m, n) = (m as f64, n as f64);
+        let formula = crate::sizing::standard_fp(m, n, f64::from(k));
+        match self {
+            ProbeRule::DoubleHashing => {
+                (formula + crate::sizing::double_hashing_excess(m, n, k)).min(1.0)
+            }
+            ProbeRule::DistinctMixed => formula,
+        }
+    }
+
     /// The slots of `item` in a filter of `m` slots and `k` probes, in probe order.
     pub(crate) fn slots(self, item: &[u8], k: u32, m: u64) -> Slots {
         let (a, b) = murmur3_x64_128(item, 0);

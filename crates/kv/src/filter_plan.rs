@@ -43,8 +43,8 @@
 use std::collections::BinaryHeap;
 use std::sync::{Arc, OnceLock};
 
-use bloomkv_filter::sizing::{cache_local_false_positive_rate, false_positive_rate};
-use bloomkv_filter::{BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
+use bloomkv_filter::sizing::cache_local_false_positive_rate;
+use bloomkv_filter::{BloomLayout, BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
 
 use crate::compaction;
 use crate::error::{Error, Result};
@@ -98,8 +98,8 @@ fn evaluate_model(kind: &FilterKind, bits_per_key: f64) -> f64 {
         FilterKind::None => Ok(1.0),
         FilterKind::Ribbon => Ok(ribbon_model(bits_per_key)),
         FilterKind::StandardBloom => BloomPolicy::standard(bits_per_key)
-            .map_err(|_| ())
-            .and_then(|p| false_positive_rate(m, MODEL_KEYS, p.num_probes()).map_err(|_| ())),
+            .map(|p| BloomLayout::Standard.estimated_fp_rate(m, MODEL_KEYS, p.num_probes()))
+            .map_err(|_| ()),
         FilterKind::CacheLocalBloom | FilterKind::Custom(_) => {
             BloomPolicy::cache_local(bits_per_key)
                 .map_err(|_| ())
