@@ -373,3 +373,23 @@ fn invalid_settings_are_errors() {
     assert_eq!(p.bits_per_key(), 10.0);
     assert_eq!(p.name(), "bloomkv.Ribbon");
 }
+
+/// `RibbonPolicy::expected_fp_rate` (what the per-level planner asks, without building
+/// a block) is the rate the block built for that many keys reports, Ribbon or Bloom
+/// fallback alike; and it grows with the table, as Ribbon's slots per key do.
+#[test]
+fn the_expected_rate_without_a_block_is_the_built_blocks() {
+    for bpk in [3.0, 8.0, 10.0, 15.0] {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        for n in [1usize, 10, 100, 1_000, 20_000] {
+            let block = build_hashes(&policy, &random_hashes(n as u64, n));
+            let built = policy.open_reader(&block).unwrap().info().estimated_fp_rate;
+            let predicted = policy.expected_fp_rate(n as u64);
+            assert!(
+                (predicted - built).abs() <= 1e-12 * built.max(1e-300),
+                "{bpk} bits/key, {n} keys: predicted {predicted}, built {built}"
+            );
+        }
+        assert!(policy.expected_fp_rate(1_000_000) > policy.expected_fp_rate(4_096));
+    }
+}

@@ -44,7 +44,7 @@ use std::collections::BinaryHeap;
 use std::sync::{Arc, OnceLock};
 
 use bloomkv_filter::sizing::cache_local_false_positive_rate;
-use bloomkv_filter::{BloomLayout, BloomPolicy, FilterPolicy, KeyHash, RibbonPolicy};
+use bloomkv_filter::{BloomLayout, BloomPolicy, FilterPolicy, RibbonPolicy};
 
 use crate::compaction;
 use crate::error::{Error, Result};
@@ -74,7 +74,8 @@ const STEP: f64 = 0.05;
 const MAX_BITS: f64 = 30.0;
 /// A filter needs at least this many bits per key (the Bloom policies' minimum).
 const MIN_BITS: f64 = 1.0;
-/// Keys the models assume per table; the models barely depend on it.
+/// Keys the models assume per table; the Bloom models barely depend on it, Ribbon's
+/// a little (its slots per key grow with the table).
 const MODEL_KEYS: u64 = 100_000;
 
 /// Expected false-positive rate of a filter of `kind` at `bits_per_key`; 1.0 for no
@@ -113,21 +114,12 @@ fn evaluate_model(kind: &FilterKind, bits_per_key: f64) -> f64 {
     fp.unwrap_or(1.0).clamp(0.0, 1.0)
 }
 
-/// A Ribbon block's own predicted rate at `bits_per_key`, read off a block built from
-/// sample keys (its shape, not a formula, decides: slots, result columns).
+/// A Ribbon block's own predicted rate at `bits_per_key` for a table of
+/// [`MODEL_KEYS`] keys: its shape (slots, result columns) decides, not a formula, and
+/// Ribbon's slots per key grow with the table, so the shape is the one that many keys
+/// get (read off the policy, no block built).
 fn ribbon_model(bits_per_key: f64) -> f64 {
-    const SAMPLE: u32 = 4096;
-    let Ok(policy) = RibbonPolicy::new(bits_per_key) else {
-        return 1.0;
-    };
-    let mut builder = policy.new_builder();
-    for i in 0..SAMPLE {
-        builder.add_hash(KeyHash::of(&i.to_le_bytes()));
-    }
-    match policy.open_reader(&builder.finish()) {
-        Ok(reader) => reader.info().estimated_fp_rate,
-        Err(_) => 1.0,
-    }
+    RibbonPolicy::new(bits_per_key).map_or(1.0, |policy| policy.expected_fp_rate(MODEL_KEYS))
 }
 
 /// One level as the planner sees it.

@@ -97,6 +97,21 @@ impl RibbonPolicy {
         })
     }
 
+    /// The false-positive rate a block of `num_keys` distinct keys is expected to have:
+    /// its Ribbon shape's (slots, result columns), or the Bloom fallback's where the
+    /// policy would write that instead. No block is built.
+    pub fn expected_fp_rate(&self, num_keys: u64) -> f64 {
+        match self.shape_for(num_keys) {
+            Some(shape) => shape.expected_fp(),
+            None => {
+                let fallback = self.fallback();
+                let layout = BloomLayout::CacheLocal;
+                let bits = layout.num_bits(num_keys, self.bits_per_key);
+                layout.estimated_fp_rate(bits, num_keys, fallback.num_probes())
+            }
+        }
+    }
+
     /// The Bloom policy used when a table gets no Ribbon filter.
     fn fallback(&self) -> BloomPolicy {
         BloomPolicy::cache_local(self.bits_per_key).unwrap_or_default()
