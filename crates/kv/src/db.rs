@@ -1578,9 +1578,10 @@ pub(crate) fn write_state(
     manifest::write_manifest(fs.as_ref(), dir, &state)
 }
 
-/// Deletes retired WALs, leftover temp files and, given the live set (at open, when no
-/// reader exists yet), tables the manifest no longer names. Best effort: a file that
-/// cannot be deleted now is deleted at the next open.
+/// Deletes retired WALs, leftover temp files and, given the live set (`repair`, before
+/// any reader exists), tables the manifest no longer names. Best effort: a log or temp
+/// file that cannot be deleted now goes at the next call; a table the next open finds
+/// unnamed is moved into `lost/` (open cannot tell it from one the manifest lost).
 pub(crate) fn remove_obsolete(
     fs: &Arc<dyn FileSystem>,
     dir: &Path,

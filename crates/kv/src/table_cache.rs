@@ -246,8 +246,8 @@ impl Drop for FileSlot {
             self.cache.open.fetch_sub(1, Ordering::Relaxed);
         }
         if self.obsolete.load(Ordering::Acquire) {
-            // Best effort: a file that cannot be deleted now is deleted at the next
-            // open, which removes every table the manifest does not name.
+            // Best effort: a file that cannot be deleted now stays; the next open
+            // moves it into `lost/` with every table the manifest does not name.
             let _ = self.cache.fs.remove(&self.path);
         }
     }
