@@ -33,7 +33,10 @@
 //! Limit: without a usable manifest, repair cannot tell a live table from one that a
 //! finished compaction had made obsolete but not yet deleted (a crash in between). If
 //! such a table is present, a key whose tombstone that compaction dropped can come
-//! back with its older value. RocksDB's and LevelDB's repair share this limit.
+//! back with its older value. The same holds for a log that a flush had retired but
+//! whose deletion failed: replayed with the others, its older writes are merged by
+//! sequence number like any input, so a key deleted since and then compacted away can
+//! return. RocksDB's and LevelDB's repair share this limit.
 
 use std::collections::HashSet;
 use std::fmt;
