@@ -132,10 +132,12 @@ impl Counters {
 
     /// The sum of one counter over all stripes.
     fn sum(&self, field: impl Fn(&Stripe) -> &AtomicU64) -> u64 {
-        self.stripes
-            .iter()
-            .map(|s| field(s).load(Ordering::Relaxed))
-            .sum()
+        self.sum_with(field, Ordering::Relaxed)
+    }
+
+    /// [`Self::sum`] with each stripe's counter loaded with `order`.
+    fn sum_with(&self, field: impl Fn(&Stripe) -> &AtomicU64, order: Ordering) -> u64 {
+        self.stripes.iter().map(|s| field(s).load(order)).sum()
     }
 }
 
@@ -255,17 +257,10 @@ impl Counters {
     /// Adds a lookup's tally to this thread's stripe of the counters.
     pub fn add_tally(&self, t: &ReadTally) {
         let s = self.local();
-        for (counter, n) in [
-            (&s.table_probes, t.table_probes),
-            (&s.filter_checks, t.filter_checks),
-            (&s.filter_negatives, t.filter_negatives),
-            (&s.filter_positives, t.filter_positives),
-            (&s.filter_true_positives, t.filter_true_positives),
-        ] {
-            if n != 0 {
-                add(counter, n);
-            }
-        }
+        // The deeper levels' counts first, then the totals (release): a `snapshot` that
+        // sees a lookup's totals (acquire) sees its per-level counts too, so L0's row,
+        // derived as totals minus the deeper levels, never counts another level's
+        // probes while lookups run (it can lag instead; exact once they stop).
         for (live, t) in s.levels.iter().zip(&t.levels) {
             if t.table_probes == 0 {
                 continue;
@@ -281,10 +276,27 @@ impl Counters {
                 }
             }
         }
+        for (counter, n) in [
+            (&s.table_probes, t.table_probes),
+            (&s.filter_checks, t.filter_checks),
+            (&s.filter_negatives, t.filter_negatives),
+            (&s.filter_positives, t.filter_positives),
+            (&s.filter_true_positives, t.filter_true_positives),
+        ] {
+            if n != 0 {
+                counter.fetch_add(n, Ordering::Release);
+            }
+        }
     }
 }
 
 /// A point-in-time copy of the store's counters and shape.
+///
+/// Each counter is exact: every addition is counted once. A copy taken while gets run
+/// reads the counters one after another, so two of them may differ by the gets in
+/// flight (a get's `filter_true_positives` may be in while its `filter_positives` is
+/// not yet); L0's row may lag behind the totals but never takes another level's counts.
+/// Once the gets stop, every sum and difference holds exactly.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DbStats {
     /// `get` calls.
@@ -385,6 +397,14 @@ impl Counters {
     /// row is the totals minus the deeper levels (every table probe belongs to some
     /// level), so the common lookup that only meets L0 tables records nothing extra.
     fn level_stats(&self) -> Vec<LevelStats> {
+        // The totals first (acquire), then the levels: see `add_tally`.
+        let total = |field: fn(&Stripe) -> &AtomicU64| self.sum_with(field, Ordering::Acquire);
+        let totals = [
+            total(|s| &s.table_probes),
+            total(|s| &s.filter_negatives),
+            total(|s| &s.filter_positives),
+            total(|s| &s.filter_true_positives),
+        ];
         let mut levels: Vec<LevelStats> = (0..NUM_LEVELS)
             .map(|l| LevelStats {
                 table_probes: self.sum(|s| &s.levels[l].table_probes),
@@ -397,17 +417,10 @@ impl Counters {
             levels[1..].iter().map(f).sum()
         };
         let l0 = LevelStats {
-            table_probes: self
-                .sum(|s| &s.table_probes)
-                .saturating_sub(deeper(|l| l.table_probes, &levels)),
-            filter_negatives: self
-                .sum(|s| &s.filter_negatives)
-                .saturating_sub(deeper(|l| l.filter_negatives, &levels)),
-            filter_positives: self
-                .sum(|s| &s.filter_positives)
-                .saturating_sub(deeper(|l| l.filter_positives, &levels)),
-            filter_true_positives: self
-                .sum(|s| &s.filter_true_positives)
+            table_probes: totals[0].saturating_sub(deeper(|l| l.table_probes, &levels)),
+            filter_negatives: totals[1].saturating_sub(deeper(|l| l.filter_negatives, &levels)),
+            filter_positives: totals[2].saturating_sub(deeper(|l| l.filter_positives, &levels)),
+            filter_true_positives: totals[3]
                 .saturating_sub(deeper(|l| l.filter_true_positives, &levels)),
         };
         levels[0] = l0;
