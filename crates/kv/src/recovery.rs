@@ -379,10 +379,8 @@ pub(crate) fn replay(
                             }
                         )
                     }) {
-                        return Err(at(format!(
-                            "{reason}; the log was not searched to its end for valid \
-                             records, so this may not be a torn tail"
-                        )));
+                        // `reason` says where the search gave up (`classify`).
+                        return Err(at(format!("{reason}, so this may not be a torn tail")));
                     }
                     if let Some(seq) = valid_after {
                         return Err(at(format!(

@@ -219,8 +219,8 @@ impl fmt::Display for BadRecord {
             BadRecord::PayloadChecksum => write!(f, "payload checksum mismatch"),
             BadRecord::NotSearched => write!(
                 f,
-                "not searched for records: more record headers verified before it, with \
-                 payloads that did not, than damage makes (a crafted log?)"
+                "not searched for records (the search gave up after more record headers \
+                 verified without their payloads than damage leaves: a crafted log?)"
             ),
         }
     }
