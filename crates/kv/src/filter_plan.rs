@@ -195,7 +195,7 @@ pub fn plan(
         }
     }
     // Levels of one kind and setting share one figure (above `MAX_BITS` each is a
-    // model evaluated afresh, which for Ribbon builds a sample block).
+    // model evaluated afresh, not read off the cached grid).
     let mut known: Vec<(&FilterKind, f64, f64)> = Vec::new();
     let expected_fp = (0..levels)
         .map(|l| match bits[l] {
