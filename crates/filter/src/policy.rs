@@ -19,6 +19,7 @@ use std::fmt;
 
 use crate::error::FilterError;
 use crate::hash::KeyHash;
+use crate::ribbon::RibbonProbe;
 
 /// Builds filter blocks and opens readers over them. Shared by every table of a store.
 pub trait FilterPolicy: Send + Sync + fmt::Debug {
@@ -94,6 +95,13 @@ pub trait FilterReader: Send + Sync + fmt::Debug {
     /// for it. A store probing several tables' filters for one key prefetches them all
     /// first, so their cache misses overlap. The default does nothing.
     fn prefetch_hash(&self, _hash: KeyHash) {}
+
+    /// The filter as a [`RibbonProbe`], if it is a version-3 Ribbon filter: what a
+    /// store asking one key of many tables' filters uses instead of a virtual call per
+    /// table. It must answer as `may_contain_hash` does. The default is `None`.
+    fn ribbon_probe(&self) -> Option<RibbonProbe> {
+        None
+    }
 
     /// Describes the decoded filter (layout, sizes, probes, fill).
     fn info(&self) -> FilterInfo;

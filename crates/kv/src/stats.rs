@@ -197,6 +197,18 @@ impl ReadTally {
         ]
     }
 
+    /// The tables in the mask `asked` were probed and their filters asked: all said
+    /// "absent" but the last, which said "maybe" if `last_maybe`.
+    #[inline]
+    pub(crate) fn filters_asked(&mut self, asked: u64, last_maybe: bool) {
+        let n = u64::from(asked.count_ones());
+        let maybe = u64::from(last_maybe);
+        self.table_probes += n;
+        self.filter_checks += n;
+        self.filter_positives += maybe;
+        self.filter_negatives += n - maybe;
+    }
+
     /// Attributes everything since `mark` to `level`.
     #[inline]
     pub(crate) fn close_level(&mut self, level: usize, mark: [u64; 4]) {

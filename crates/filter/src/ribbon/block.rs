@@ -50,6 +50,7 @@
 //! absent keys at 10^5 keys per table, over half more at 10^7.
 
 use std::ops::{BitAnd, BitXor, Shl, Shr};
+use std::sync::Arc;
 
 use byteorder::{ByteOrder, LittleEndian};
 
@@ -243,6 +244,8 @@ pub(crate) trait Row:
     fn ones(self) -> u32;
     /// The parity by folding: fewer instructions than a software popcount.
     fn folded_parity(self) -> u32;
+    /// The solution as a [`RibbonProbe`], for this width if it has one (64 bits only).
+    fn probe(solution: &Solution<Self>) -> Option<RibbonProbe>;
 }
 
 impl Row for u64 {
@@ -265,6 +268,12 @@ impl Row for u64 {
     #[inline(always)]
     fn folded_parity(self) -> u32 {
         parity(self)
+    }
+
+    fn probe(solution: &Solution<u64>) -> Option<RibbonProbe> {
+        Some(RibbonProbe {
+            solution: solution.clone(),
+        })
     }
 }
 
@@ -289,6 +298,10 @@ impl Row for u128 {
     fn folded_parity(self) -> u32 {
         parity128(self)
     }
+
+    fn probe(_: &Solution<u128>) -> Option<RibbonProbe> {
+        None
+    }
 }
 
 /// Whether this CPU counts bits in one instruction (x86-64's `popcnt`, detected once
@@ -312,111 +325,47 @@ fn low_bits(n: usize) -> u32 {
     u32::MAX.checked_shr(32 - n as u32).unwrap_or(0)
 }
 
-/// What both readers keep beside their words.
-#[derive(Debug)]
-struct Common {
+/// What a query reads: the solution's words and what places a key's equation in them.
+/// Cheap to clone (the words are shared), so a [`RibbonProbe`] can carry it.
+#[derive(Debug, Clone)]
+pub(crate) struct Solution<R> {
+    words: Arc<[R]>,
     shape: Shape,
     num_starts: u64,
     /// The seed's salt, derived once rather than per query.
     salt: u64,
-    num_keys: u64,
-    ones: u64,
 }
 
-impl Common {
-    fn new(p: &Parsed<'_>, ones: u64) -> Common {
-        Common {
-            shape: p.shape,
-            num_starts: p.shape.num_starts(),
-            salt: seed_salt(p.seed),
-            num_keys: p.num_keys,
-            ones,
-        }
-    }
-
-    /// The word ranges a query of `start` reads: its block's and the next block's
-    /// first `cols` words. `width` is `shape.width` passed as the reader's constant
-    /// `R::BITS`: a power of two, so the block index compiles to a shift, where a
-    /// division by the field was the costliest instruction of an absent get's filter
-    /// work (`perf annotate`: ~6% of the get's samples over ten Ribbon tables).
+impl<R: Row> Solution<R> {
+    /// Where a query of `start` reads: the index of its block's first word `lo`, how
+    /// many words after it the next block starts (`next`), and the columns `cols` both
+    /// blocks hold. The block index is `start / R::BITS`, a power of two, so it
+    /// compiles to a shift, where a division by `shape.width` was the costliest
+    /// instruction of an absent get's filter work (`perf annotate`: ~6% of the get's
+    /// samples over ten Ribbon tables).
+    ///
+    /// Block `i + 1` starts where block `i` ends, `cols(i)` words on; a start in the
+    /// last block (only the very last start slot) reads that block for both, `next` 0.
+    /// The columns are `cols(min(i + 1, B - 1))`, which is `r + (i + 1 < U)` either
+    /// way (`U < B`, so the last block has `r`). The same as two `offset`s and a
+    /// `cols`, with one multiplication and no `min`.
     #[inline(always)]
-    fn spans(&self, start: u64, width: u64) -> (usize, usize, usize) {
-        debug_assert_eq!(width, self.shape.width);
-        let i = start / width;
-        let j = (i + 1).min(self.shape.blocks - 1);
-        (
-            self.shape.offset(i) as usize,
-            self.shape.offset(j) as usize,
-            self.shape.cols(j) as usize,
-        )
-    }
-
-    /// Compares the result bits `dot(b)` to `fingerprint`, the first `EARLY_COLUMNS`
-    /// alone: an absent key fails them with probability 15/16, and then the other
-    /// columns are never computed (a filter in a store answers "absent" far more often
-    /// than "may be present"). The branch goes the same way 15 times in 16.
-    #[inline(always)]
-    fn check(cols: usize, fingerprint: u32, dot: impl Fn(usize) -> u32) -> bool {
-        let all = |from: usize, got: u32| (from..cols).fold(got, |got, b| got | dot(b) << b);
-        if cols < EARLY_COLUMNS {
-            return all(0, 0) == fingerprint & low_bits(cols);
-        }
-        // A constant count, which the compiler unrolls: a loop to `cols.min(4)` cost
-        // ~60 instructions more per query (cachegrind, an absent get over ten tables).
-        let got = (0..EARLY_COLUMNS).fold(0u32, |got, b| got | dot(b) << b);
-        if got != fingerprint & low_bits(EARLY_COLUMNS) {
-            return false;
-        }
-        all(EARLY_COLUMNS, got) == fingerprint & low_bits(cols)
-    }
-
-    fn info(&self, num_bits: u64) -> FilterInfo {
-        FilterInfo {
-            layout: "ribbon",
-            num_bits,
-            num_keys: self.num_keys,
-            num_probes: self.shape.lower_cols,
-            fill_ratio: self.ones as f64 / num_bits as f64,
-            estimated_fp_rate: self.shape.expected_fp(),
-        }
-    }
-}
-
-/// A decoded Ribbon block with rows of `R`: version 3 (`u64`) or 2 (`u128`).
-#[derive(Debug)]
-pub(crate) struct RibbonReader<R> {
-    words: Vec<R>,
-    common: Common,
-    /// Whether `count_ones` is one instruction here (`has_popcnt`).
-    popcnt: bool,
-}
-
-impl<R: Row> RibbonReader<R> {
-    fn new(p: &Parsed<'_>) -> Self {
-        // `parse` proved the payload a whole number of words: the allocation is
-        // bounded by the block's own size.
-        let words: Vec<R> = p
-            .payload
-            .chunks_exact(R::BITS as usize / 8)
-            .map(R::read_le)
-            .collect();
-        let ones = words.iter().map(|w| u64::from(w.ones())).sum();
-        RibbonReader {
-            words,
-            common: Common::new(p, ones),
-            popcnt: has_popcnt(),
-        }
+    fn spans(&self, start: u64) -> (usize, usize, usize) {
+        debug_assert_eq!(R::BITS, self.shape.width);
+        let s = &self.shape;
+        let i = start / R::BITS;
+        let next = if i + 1 < s.blocks { s.cols(i) } else { 0 };
+        let cols = s.lower_cols + u32::from(i + 1 < s.upper_blocks);
+        (s.offset(i) as usize, next as usize, cols as usize)
     }
 
     /// The query, with the parity computed by `count_ones` (`POPCNT`) or by folding.
     #[inline(always)]
     fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
-        let c = &self.common;
-        let h = R::equation(hash, c.salt, c.num_starts);
-        let (lo, hi, cols) = c.spans(h.start, R::BITS);
-        let (Some(lo_words), Some(hi_words)) =
-            (self.words.get(lo..lo + cols), self.words.get(hi..hi + cols))
-        else {
+        let h = R::equation(hash, self.salt, self.num_starts);
+        let (lo, next, cols) = self.spans(h.start);
+        let run = self.words.get(lo..).unwrap_or_default();
+        let (Some(lo_words), Some(hi_words)) = (run.get(..cols), run.get(next..next + cols)) else {
             return true; // unreachable for a validated shape; fail open
         };
         // Align the row to the two blocks instead of each column's words to the row:
@@ -433,9 +382,97 @@ impl<R: Row> RibbonReader<R> {
                 x.folded_parity()
             }
         };
-        Common::check(cols, h.fingerprint, |b| {
+        check(cols, h.fingerprint, |b| {
             par((lo_words[b] & row_lo) ^ (hi_words[b] & row_hi))
         })
+    }
+
+    /// Starts loading the words a query of `hash` reads first (see
+    /// [`FilterReader::prefetch_hash`]).
+    #[inline(always)]
+    fn prefetch(&self, hash: KeyHash) {
+        let h = R::equation(hash, self.salt, self.num_starts);
+        let s = &self.shape;
+        let i = h.start / R::BITS;
+        // The words of the columns checked first, in both blocks: most queries end
+        // there. The two blocks are adjacent, so it is one run from block i's first
+        // word: its `cols(i)` words and `EARLY_COLUMNS` more (a few past what the query
+        // reads where the next block has fewer columns, or there is none; a hint, not a
+        // read). One hint per 64-byte line, and its last word. (A plain loop: the
+        // iterator chain it replaced cost ~40 instructions more per table, cachegrind.)
+        let per_line = (512 / R::BITS) as usize;
+        let lo = s.offset(i) as usize;
+        let len = s.cols(i) as usize + EARLY_COLUMNS;
+        let Some(run) = self.words.get(lo..(lo + len).min(self.words.len())) else {
+            return;
+        };
+        let mut at = 0;
+        while at < run.len() {
+            prefetch(&run[at]);
+            at += per_line;
+        }
+        if let Some(end) = run.last() {
+            prefetch(end);
+        }
+    }
+}
+
+/// Compares the result bits `dot(b)` to `fingerprint`, the first `EARLY_COLUMNS`
+/// alone: an absent key fails them with probability 15/16, and then the other
+/// columns are never computed (a filter in a store answers "absent" far more often
+/// than "may be present"). The branch goes the same way 15 times in 16.
+#[inline(always)]
+fn check(cols: usize, fingerprint: u32, dot: impl Fn(usize) -> u32) -> bool {
+    let all = |from: usize, got: u32| (from..cols).fold(got, |got, b| got | dot(b) << b);
+    if cols < EARLY_COLUMNS {
+        return all(0, 0) == fingerprint & low_bits(cols);
+    }
+    // A constant count, which the compiler unrolls: a loop to `cols.min(4)` cost
+    // ~60 instructions more per query (cachegrind, an absent get over ten tables).
+    let got = (0..EARLY_COLUMNS).fold(0u32, |got, b| got | dot(b) << b);
+    if got != fingerprint & low_bits(EARLY_COLUMNS) {
+        return false;
+    }
+    all(EARLY_COLUMNS, got) == fingerprint & low_bits(cols)
+}
+
+/// A decoded Ribbon block with rows of `R`: version 3 (`u64`) or 2 (`u128`).
+#[derive(Debug)]
+pub(crate) struct RibbonReader<R> {
+    solution: Solution<R>,
+    num_keys: u64,
+    ones: u64,
+    /// Whether `count_ones` is one instruction here (`has_popcnt`).
+    popcnt: bool,
+}
+
+impl<R: Row> RibbonReader<R> {
+    fn new(p: &Parsed<'_>) -> Self {
+        // `parse` proved the payload a whole number of words: the allocation is
+        // bounded by the block's own size.
+        let words: Arc<[R]> = p
+            .payload
+            .chunks_exact(R::BITS as usize / 8)
+            .map(R::read_le)
+            .collect();
+        let ones = words.iter().map(|w| u64::from(w.ones())).sum();
+        RibbonReader {
+            solution: Solution {
+                words,
+                shape: p.shape,
+                num_starts: p.shape.num_starts(),
+                salt: seed_salt(p.seed),
+            },
+            num_keys: p.num_keys,
+            ones,
+            popcnt: has_popcnt(),
+        }
+    }
+
+    /// The query, with the parity computed by `count_ones` (`POPCNT`) or by folding.
+    #[inline(always)]
+    fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
+        self.solution.query::<POPCNT>(hash)
     }
 
     /// [`Self::query`] compiled for a CPU with `popcnt`.
@@ -444,6 +481,81 @@ impl<R: Row> RibbonReader<R> {
     fn query_popcnt(&self, hash: KeyHash) -> bool {
         self.query::<true>(hash)
     }
+}
+
+/// A version-3 Ribbon filter as a plain value: its words (shared with the reader that
+/// made it, [`FilterReader::ribbon_probe`]) and shape. A store that asks the same
+/// key of many tables keeps one per table side by side and asks them through
+/// [`RibbonProbe::first_maybe`]: no virtual call per table, and the parity computed by
+/// `popcnt` inline, where a reader's `may_contain_hash` costs a call into a function
+/// compiled for it.
+#[derive(Debug, Clone)]
+pub struct RibbonProbe {
+    solution: Solution<u64>,
+}
+
+impl RibbonProbe {
+    /// Starts loading the memory a query of `hash` reads first, as
+    /// [`FilterReader::prefetch_hash`] does.
+    #[inline]
+    pub fn prefetch(&self, hash: KeyHash) {
+        self.solution.prefetch(hash);
+    }
+
+    /// The first filter in `probes`, among those whose bit is set in `candidates`
+    /// (lowest first), that may hold `hash`; its bit and those of the filters that
+    /// answered "absent" before it are cleared. `None` once every candidate answered
+    /// "absent" (`candidates` is then 0). A candidate past the end of `probes` answers
+    /// "maybe", as a reader with no filter would.
+    #[inline]
+    pub fn first_maybe(
+        probes: &[RibbonProbe],
+        candidates: &mut u64,
+        hash: KeyHash,
+    ) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if has_popcnt() {
+                // SAFETY: this CPU was found to have the `popcnt` feature
+                // (`has_popcnt`), which is all `first_maybe_popcnt` enables.
+                return unsafe { first_maybe_popcnt(probes, candidates, hash) };
+            }
+            first_maybe_with::<false>(probes, candidates, hash)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        first_maybe_with::<true>(probes, candidates, hash)
+    }
+}
+
+/// [`RibbonProbe::first_maybe`], the parity by `count_ones` (`POPCNT`) or by folding.
+#[inline(always)]
+fn first_maybe_with<const POPCNT: bool>(
+    probes: &[RibbonProbe],
+    candidates: &mut u64,
+    hash: KeyHash,
+) -> Option<usize> {
+    while *candidates != 0 {
+        let i = candidates.trailing_zeros() as usize;
+        *candidates &= *candidates - 1;
+        if probes
+            .get(i)
+            .is_none_or(|p| p.solution.query::<POPCNT>(hash))
+        {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// [`first_maybe_with`] compiled for a CPU with `popcnt`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn first_maybe_popcnt(
+    probes: &[RibbonProbe],
+    candidates: &mut u64,
+    hash: KeyHash,
+) -> Option<usize> {
+    first_maybe_with::<true>(probes, candidates, hash)
 }
 
 impl<R: Row> FilterReader for RibbonReader<R> {
@@ -466,34 +578,28 @@ impl<R: Row> FilterReader for RibbonReader<R> {
 
     #[inline]
     fn prefetch_hash(&self, hash: KeyHash) {
-        let c = &self.common;
-        let h = R::equation(hash, c.salt, c.num_starts);
-        let (lo, hi, cols) = c.spans(h.start, R::BITS);
-        // The words of the columns checked first, in both blocks: most queries end
-        // there. The two blocks are adjacent, so it is one run from `lo` on: one hint
-        // per 64-byte line, and its last word. (A plain loop: the iterator chain it
-        // replaced cost ~40 instructions more per table, cachegrind.)
-        let per_line = (512 / R::BITS) as usize;
-        let last = hi + cols.min(EARLY_COLUMNS) - 1;
-        let Some(run) = self.words.get(lo..=last) else {
-            return;
-        };
-        let mut at = 0;
-        while at < run.len() {
-            prefetch(&run[at]);
-            at += per_line;
-        }
-        if let Some(end) = run.last() {
-            prefetch(end);
-        }
+        self.solution.prefetch(hash);
+    }
+
+    fn ribbon_probe(&self) -> Option<RibbonProbe> {
+        R::probe(&self.solution)
     }
 
     fn info(&self) -> FilterInfo {
-        self.common.info(self.words.len() as u64 * R::BITS)
+        let shape = &self.solution.shape;
+        let num_bits = self.solution.words.len() as u64 * R::BITS;
+        FilterInfo {
+            layout: "ribbon",
+            num_bits,
+            num_keys: self.num_keys,
+            num_probes: shape.lower_cols,
+            fill_ratio: self.ones as f64 / num_bits as f64,
+            estimated_fp_rate: shape.expected_fp(),
+        }
     }
 
     fn memory_bytes(&self) -> usize {
-        self.words.len() * (R::BITS as usize / 8)
+        self.solution.words.len() * (R::BITS as usize / 8)
     }
 }
 
@@ -502,6 +608,95 @@ mod tests {
     use super::*;
     use crate::policy::FilterPolicy;
     use crate::ribbon::RibbonPolicy;
+
+    /// Filters asked side by side through `RibbonProbe::first_maybe` answer as each
+    /// reader's `may_contain_hash` does, and a version-2 reader has no probe.
+    #[test]
+    fn probes_answer_as_their_readers() {
+        let policy = RibbonPolicy::new(10.0).unwrap();
+        let readers: Vec<_> = (0..5u32)
+            .map(|t| {
+                let mut b = policy.new_builder();
+                for i in 0..(1_000 + 3_000 * t) {
+                    b.add_key(format!("kav:{}", i * 5 + t).as_bytes());
+                }
+                open(&b.finish()).unwrap()
+            })
+            .collect();
+        let probes: Vec<RibbonProbe> = readers.iter().map(|r| r.ribbon_probe().unwrap()).collect();
+        for i in 0..100_000u32 {
+            let h = KeyHash::of(format!("kav:{i}").as_bytes());
+            let want: Vec<usize> = (0..readers.len())
+                .filter(|&t| readers[t].may_contain_hash(h))
+                .collect();
+            let mut got = Vec::new();
+            let mut candidates = 0b11111u64;
+            while let Some(t) = RibbonProbe::first_maybe(&probes, &mut candidates, h) {
+                got.push(t);
+            }
+            assert_eq!(candidates, 0);
+            assert_eq!(got, want, "key {i}");
+            // The folding parity, which a CPU without `popcnt` runs.
+            let (mut folded, mut candidates) = (Vec::new(), 0b11111u64);
+            while let Some(t) = first_maybe_with::<false>(&probes, &mut candidates, h) {
+                folded.push(t);
+            }
+            assert_eq!(folded, want, "key {i}");
+            probes[i as usize % 5].prefetch(h);
+        }
+        // A candidate without a probe answers "maybe".
+        let mut candidates = 1u64 << 7;
+        let h = KeyHash::of(b"x");
+        assert_eq!(
+            RibbonProbe::first_maybe(&probes, &mut candidates, h),
+            Some(7)
+        );
+        let v2 = ribbon_v2_block();
+        assert!(open(&v2).unwrap().ribbon_probe().is_none());
+    }
+
+    /// A version-2 block, as the old builder wrote it (1,000 keys "kav:{i}").
+    fn ribbon_v2_block() -> Vec<u8> {
+        let line = include_str!("../../tests/fixtures/ribbon_blocks_v2.txt");
+        let hex = line.lines().next().unwrap().rsplit(' ').next().unwrap();
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// `spans` places every start slot where two `offset`s and a `cols` do:
+    /// block `i = start / w` from `offset(i)`, block `j = min(i + 1, B - 1)` from
+    /// `offset(j)`, `cols(j)` columns.
+    #[test]
+    fn spans_agree_with_offsets_and_cols() {
+        for blocks in 1..7u64 {
+            for lower_cols in 1..5u32 {
+                for upper_blocks in 0..blocks {
+                    let shape = Shape {
+                        width: 64,
+                        blocks,
+                        lower_cols,
+                        upper_blocks,
+                    };
+                    let solution = Solution::<u64> {
+                        words: vec![0; shape.words() as usize].into(),
+                        shape,
+                        num_starts: shape.num_starts(),
+                        salt: 0,
+                    };
+                    for start in 0..shape.num_starts() {
+                        let i = start / 64;
+                        let j = (i + 1).min(blocks - 1);
+                        let (lo, next, cols) = solution.spans(start);
+                        assert_eq!(lo as u64, shape.offset(i), "{shape:?} {start}");
+                        assert_eq!((lo + next) as u64, shape.offset(j), "{shape:?} {start}");
+                        assert_eq!(cols as u32, shape.cols(j), "{shape:?} {start}");
+                    }
+                }
+            }
+        }
+    }
 
     /// The two ways of computing a parity give the same answers, key for key, for both
     /// row widths: the folding one every x86-64 CPU runs and `count_ones` (one
@@ -529,13 +724,6 @@ mod tests {
             b.add_key(format!("kav:{i}").as_bytes());
         }
         check::<u64>(&b.finish(), 20_000);
-        // A version-2 block, as the old builder wrote it (1,000 keys "kav:{i}").
-        let line = include_str!("../../tests/fixtures/ribbon_blocks_v2.txt");
-        let hex = line.lines().next().unwrap().rsplit(' ').next().unwrap();
-        let block: Vec<u8> = (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect();
-        check::<u128>(&block, 1_000);
+        check::<u128>(&ribbon_v2_block(), 1_000);
     }
 }

@@ -32,5 +32,5 @@ pub(crate) mod policy;
 pub(crate) mod shape;
 pub(crate) mod solve;
 
-pub use block::{RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION};
+pub use block::{RibbonProbe, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION};
 pub use policy::{RibbonPolicy, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};

@@ -88,7 +88,7 @@ mod trailer;
 mod verify;
 
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 #[cfg(test)]
 mod tests;
 

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use bloomkv_filter::{
     FilterInfo, FilterPolicy, FilterReader, KeyHash, RangeFilterReader, RangeFilterStats,
+    RibbonProbe,
 };
 use bytes::Bytes;
 
@@ -302,6 +303,11 @@ impl Table {
         }
     }
 
+    /// The table's filter as a [`RibbonProbe`], if it is a version-3 Ribbon filter.
+    pub(crate) fn ribbon_probe(&self) -> Option<RibbonProbe> {
+        self.inner.filter.as_ref()?.ribbon_probe()
+    }
+
     /// The read path for one table, each decision tallied on the line that makes it
     /// (the store adds a lookup's tally to the shared counters once, see [`ReadTally`]):
     /// key range, then the in-memory filter, then exactly one data-block read.
@@ -400,7 +406,7 @@ impl Table {
     /// The second half of [`probe_hit_at`](Self::probe_hit_at), once
     /// [`filter_may_hold`](Self::filter_may_hold) said yes: the one data-block read
     /// (more for a snapshot whose versions continue into the next blocks).
-    fn read_hit_at(
+    pub(crate) fn read_hit_at(
         &self,
         key: &[u8],
         read_seq: SeqNo,
