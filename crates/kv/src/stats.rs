@@ -408,15 +408,9 @@ impl Counters {
     /// Per-level counters, L0 first. Levels 1.. are counted as lookups meet them; L0's
     /// row is the totals minus the deeper levels (every table probe belongs to some
     /// level), so the common lookup that only meets L0 tables records nothing extra.
-    fn level_stats(&self) -> Vec<LevelStats> {
-        // The totals first (acquire), then the levels: see `add_tally`.
-        let total = |field: fn(&Stripe) -> &AtomicU64| self.sum_with(field, Ordering::Acquire);
-        let totals = [
-            total(|s| &s.table_probes),
-            total(|s| &s.filter_negatives),
-            total(|s| &s.filter_positives),
-            total(|s| &s.filter_true_positives),
-        ];
+    /// Each level's counters, L0's derived as `totals` minus the deeper levels'.
+    /// `totals` must be read first, with acquire (see `add_tally`).
+    fn level_stats(&self, totals: &LevelStats) -> Vec<LevelStats> {
         let mut levels: Vec<LevelStats> = (0..NUM_LEVELS)
             .map(|l| LevelStats {
                 table_probes: self.sum(|s| &s.levels[l].table_probes),
@@ -429,10 +423,17 @@ impl Counters {
             levels[1..].iter().map(f).sum()
         };
         let l0 = LevelStats {
-            table_probes: totals[0].saturating_sub(deeper(|l| l.table_probes, &levels)),
-            filter_negatives: totals[1].saturating_sub(deeper(|l| l.filter_negatives, &levels)),
-            filter_positives: totals[2].saturating_sub(deeper(|l| l.filter_positives, &levels)),
-            filter_true_positives: totals[3]
+            table_probes: totals
+                .table_probes
+                .saturating_sub(deeper(|l| l.table_probes, &levels)),
+            filter_negatives: totals
+                .filter_negatives
+                .saturating_sub(deeper(|l| l.filter_negatives, &levels)),
+            filter_positives: totals
+                .filter_positives
+                .saturating_sub(deeper(|l| l.filter_positives, &levels)),
+            filter_true_positives: totals
+                .filter_true_positives
                 .saturating_sub(deeper(|l| l.filter_true_positives, &levels)),
         };
         levels[0] = l0;
@@ -443,14 +444,23 @@ impl Counters {
     /// by the store).
     pub fn snapshot(&self) -> DbStats {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        // The totals L0's row is derived from, read once, before the levels (acquire:
+        // see `add_tally`), so the copy's totals and its levels agree.
+        let total = |field: fn(&Stripe) -> &AtomicU64| self.sum_with(field, Ordering::Acquire);
+        let totals = LevelStats {
+            table_probes: total(|s| &s.table_probes),
+            filter_negatives: total(|s| &s.filter_negatives),
+            filter_positives: total(|s| &s.filter_positives),
+            filter_true_positives: total(|s| &s.filter_true_positives),
+        };
         DbStats {
             gets: self.sum(|s| &s.gets),
             memtable_hits: self.sum(|s| &s.memtable_hits),
-            table_probes: self.sum(|s| &s.table_probes),
+            table_probes: totals.table_probes,
             filter_checks: self.sum(|s| &s.filter_checks),
-            filter_negatives: self.sum(|s| &s.filter_negatives),
-            filter_positives: self.sum(|s| &s.filter_positives),
-            filter_true_positives: self.sum(|s| &s.filter_true_positives),
+            filter_negatives: totals.filter_negatives,
+            filter_positives: totals.filter_positives,
+            filter_true_positives: totals.filter_true_positives,
             data_block_reads: self.sum(|s| &s.data_block_reads),
             bytes_read: self.sum(|s| &s.bytes_read),
             filter_corrupt: get(&self.filter_corrupt),
@@ -458,7 +468,7 @@ impl Counters {
             write_stalls: get(&self.write_stalls),
             write_stall_micros: get(&self.write_stall_micros),
             open_table_files: 0,
-            levels: self.level_stats(),
+            levels: self.level_stats(&totals),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),

@@ -212,6 +212,7 @@ impl TableProperties {
     }
 
     fn validate(&self) -> Result<(), Malformed> {
+        let (max_entries, max_blocks) = capacity(self.format_version, self.data_size);
         let problem = if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&self.format_version) {
             "unknown table format version"
         } else if self.smallest > self.largest {
@@ -222,9 +223,9 @@ impl TableProperties {
             "more deletions than entries"
         } else if self.data_blocks > self.entries {
             "more data blocks than entries"
-        } else if self.entries > capacity(self.format_version, self.data_size).0 {
+        } else if self.entries > max_entries {
             "more entries than data_size bytes can hold"
-        } else if self.data_blocks > capacity(self.format_version, self.data_size).1 {
+        } else if self.data_blocks > max_blocks {
             "more data blocks than data_size bytes can hold"
         } else if !(self.bits_per_key.is_finite() && self.bits_per_key >= 0.0) {
             "bits_per_key is not a finite non-negative number"
