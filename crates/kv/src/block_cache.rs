@@ -49,15 +49,32 @@ pub(crate) fn next_table_id() -> u64 {
 #[derive(Debug, Clone, Copy)]
 struct ByBytes;
 
-impl Weighter<(u64, u64), Block> for ByBytes {
-    fn weight(&self, _key: &(u64, u64), block: &Block) -> u64 {
-        block.memory_bytes() as u64 + BLOCK_OVERHEAD
+impl Weighter<(u64, u64), Cached> for ByBytes {
+    fn weight(&self, _key: &(u64, u64), block: &Cached) -> u64 {
+        block.0.memory_bytes() as u64 + BLOCK_OVERHEAD
+    }
+}
+
+/// A cached block whose clone — what a hit returns — first asks for the block's
+/// lines.
+///
+/// A hit clones the block out of the cache, and the clone's reference count sits in
+/// its own allocation: an atomic increment there is a cache miss that, being a locked
+/// instruction, makes every later load wait for it. Asking for the block's lines
+/// before it lets those misses overlap it instead of following it.
+struct Cached(Block);
+
+impl Clone for Cached {
+    #[inline]
+    fn clone(&self) -> Cached {
+        self.0.prefetch();
+        Cached(self.0.clone())
     }
 }
 
 /// Decoded data blocks of one store's tables, bounded in bytes.
 pub(crate) struct BlockCache {
-    cache: Cache<(u64, u64), Block, ByBytes>,
+    cache: Cache<(u64, u64), Cached, ByBytes>,
 }
 
 impl BlockCache {
@@ -89,12 +106,12 @@ impl BlockCache {
     /// The block at `offset` of table `table`, if cached.
     #[inline]
     pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Block> {
-        self.cache.get(&(table, offset))
+        self.cache.get(&(table, offset)).map(|c| c.0)
     }
 
     /// Keeps `block` (decoded and validated) as the block at `offset` of `table`.
     pub(crate) fn insert(&self, table: u64, offset: u64, block: Block) {
-        self.cache.insert((table, offset), block);
+        self.cache.insert((table, offset), Cached(block));
     }
 
     /// Bytes held now, overheads included (never above the capacity once an insert

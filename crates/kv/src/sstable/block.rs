@@ -228,7 +228,10 @@ impl Block {
     /// `target` exactly as the predecessor did.
     pub fn get_at(&self, target: &[u8], read_seq: SeqNo) -> Result<Lookup, Malformed> {
         let buf = self.entries();
-        prefetch_lines(&self.data[..self.entries_end + 4 * self.num_restarts + 4]);
+        // Asked again on a hit, though the cache asked when it cloned the block
+        // (`block_cache.rs`): without this second ask a cached get measured slower
+        // (docs/ARCHITECTURE.md); a block just read, or with no cache, was never asked for.
+        self.prefetch();
         let mut pos = self.restart(self.restart_before(target)?);
         let (mut key_len, mut matched, mut order) = (0, 0, Ordering::Less);
         while pos < self.entries_end {
@@ -259,6 +262,13 @@ impl Block {
         } else {
             Lookup::Absent
         })
+    }
+
+    /// Starts loading every cache line of the block, last line (the restart array)
+    /// first: see [`prefetch_lines`].
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        prefetch_lines(&self.data[..self.entries_end + 4 * self.num_restarts + 4]);
     }
 
     /// The bytes at `range` (from a [`Found`]) without copying.
