@@ -54,6 +54,7 @@ pub mod manifest;
 pub mod memtable;
 mod merge;
 mod options;
+mod prefetch;
 mod prefix;
 mod recovery;
 mod repair;

@@ -41,6 +41,7 @@ use bytes::Bytes;
 use super::Malformed;
 use crate::coding::{get_varint, get_varint_usize, u32_at};
 use crate::keycmp::{self, common_prefix};
+use crate::prefetch::prefetch_lines;
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// A decoded view of one data block whose restart array has been validated.
@@ -265,7 +266,16 @@ impl Block {
     }
 
     /// Starts loading every cache line of the block, last line (the restart array)
-    /// first: see [`prefetch_lines`].
+    /// first.
+    ///
+    /// A point lookup's block is usually not in the CPU's caches (the block cache holds
+    /// far more than they do), and its search reads lines one after another: the
+    /// restart array at the end, a restart key, then a run of entries — each read
+    /// waiting on the one before. Asking for all of the block's lines at once lets their
+    /// loads overlap. For a 4 KiB block that is 65 hints, a few nanoseconds; the get it
+    /// serves costs microseconds when its lines come one by one. Measured with the flat
+    /// shape's 1M keys, every block cached (`examples/point_get.rs`): see
+    /// docs/ARCHITECTURE.md.
     #[inline]
     pub(crate) fn prefetch(&self) {
         prefetch_lines(&self.data[..self.entries_end + 4 * self.num_restarts + 4]);
@@ -280,29 +290,6 @@ impl Block {
     pub fn bytes(&self, range: Range<usize>) -> &[u8] {
         &self.entries()[range]
     }
-}
-
-/// Starts loading every cache line of `bytes`, last line first.
-///
-/// A point lookup's block is usually not in the CPU's caches (the block cache holds far
-/// more than they do), and its search reads lines one after another: the restart array
-/// at the end, a restart key, then a run of entries — each read waiting on the one
-/// before. Asking for all of the block's lines at once lets their loads overlap. For a
-/// 4 KiB block that is 65 hints, a few nanoseconds; the get it serves costs
-/// microseconds when its lines come one by one. Measured with the flat shape's 1M
-/// keys, every block cached (`examples/point_get.rs`): see docs/ARCHITECTURE.md.
-#[inline]
-fn prefetch_lines(bytes: &[u8]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(64).rev() {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is only a hint to the cache: it reads nothing the program
-        // sees and cannot fault, and `line` points into a live slice anyway. SSE, which
-        // it needs, is part of every x86-64 target.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast::<i8>()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = bytes;
 }
 
 impl IntoIterator for Block {

@@ -35,6 +35,7 @@ use super::footer::BlockHandle;
 use super::Malformed;
 use crate::coding::{get_varint_usize, put_varint, u32_at};
 use crate::keycmp;
+use crate::prefetch::prefetch_lines;
 
 /// Accumulates index entries while a table is written.
 #[derive(Debug, Default)]
@@ -91,6 +92,33 @@ pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
         }
     }
     last.to_vec()
+}
+
+/// Words of the binary search in one cache line.
+const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<u64>();
+
+/// The number of `words` below `word` (which are sorted): a branch-free binary search
+/// that calls `near` once with the positions the answer may still be, when those first
+/// fit in about one cache line of words (not at all for fewer than two words).
+#[inline]
+fn lower_bound(words: &[u64], word: u64, near: impl FnOnce(Range<usize>)) -> usize {
+    let (mut base, mut len) = (0, words.len());
+    let mut near = Some(near);
+    while len > 1 {
+        if len <= WORDS_PER_LINE {
+            if let Some(near) = near.take() {
+                near(base..words.len().min(base + len + 1));
+            }
+        }
+        let half = len / 2;
+        // Every word below `base` is below `word`, every word from `base + len` on is
+        // not, and `base + half - 1 < base + len <= words.len()`.
+        if words.get(base + half - 1).is_some_and(|&w| w < word) {
+            base += half;
+        }
+        len -= half;
+    }
+    base + usize::from(words.get(base).is_some_and(|&w| w < word))
 }
 
 /// One decoded entry: the separator's position in the block and the data block handle.
@@ -250,7 +278,12 @@ impl IndexBlock {
             Placed::Word(w) => w,
         };
         let words = &self.words.words;
-        let lo = words.partition_point(|&w| w < word);
+        // The entry of the block found is read next, for its handle, and its line is
+        // seldom cached (32 bytes for each of a table's blocks): asked for while the
+        // search's last steps wait on their own line, its miss overlaps theirs.
+        let lo = lower_bound(words, word, |near| {
+            prefetch_lines(self.entries.get(near).unwrap_or_default())
+        });
         let equal = words[lo..].partition_point(|&w| w == word);
         lo + self.entries[lo..lo + equal]
             .partition_point(|e| before(&self.data[e.separator.clone()]))
@@ -297,6 +330,34 @@ impl IndexBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lower_bound_counts_the_words_below_and_names_one_line_of_candidates() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for len in 0..70 {
+            for _ in 0..50 {
+                // Few distinct values, so runs of equal words are common.
+                let mut words: Vec<u64> = (0..len).map(|_| rng.gen_range(0..20) * 2).collect();
+                words.sort_unstable();
+                for word in 0..42 {
+                    let mut named = None;
+                    let got = lower_bound(&words, word, |near| named = Some(near));
+                    let want = words.partition_point(|&w| w < word);
+                    assert_eq!(got, want, "{words:?} {word}");
+                    match named {
+                        None => assert!(len < 2),
+                        Some(near) => {
+                            assert!(near.len() <= WORDS_PER_LINE + 1 && near.len() >= 2);
+                            assert!(near.end <= len);
+                            // The answer is among them, unless every word is below.
+                            assert!(near.contains(&want) || want == len, "{near:?} {want}");
+                        }
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn random_separators_fall_between_their_keys() {
