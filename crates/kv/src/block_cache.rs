@@ -59,8 +59,13 @@ struct ByBytes;
 
 impl Weighter<(u64, u64), Cached> for ByBytes {
     fn weight(&self, _key: &(u64, u64), block: &Cached) -> u64 {
-        block.0.memory_bytes() as u64 + BLOCK_OVERHEAD
+        weight(&block.0)
     }
+}
+
+/// The bytes a cached block is charged: its contents and [`BLOCK_OVERHEAD`].
+fn weight(block: &Block) -> u64 {
+    block.memory_bytes() as u64 + BLOCK_OVERHEAD
 }
 
 /// A cached block whose clone — what a hit returns — first asks for the block's
@@ -174,8 +179,7 @@ impl BlockCache {
     /// Keeps `block` (decoded and validated) as the block at `offset` of `table`, if
     /// [`Admission`] lets it in.
     pub(crate) fn insert(&self, table: u64, offset: u64, block: Block) {
-        let weight = block.memory_bytes() as u64 + BLOCK_OVERHEAD;
-        if self.admission.admits(table, offset, weight) {
+        if self.admission.admits(table, offset, weight(&block)) {
             self.cache.insert((table, offset), Cached(block));
         }
     }
