@@ -38,6 +38,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use bloomkv_filter::KeyHash;
 use quick_cache::sync::Cache;
 use quick_cache::{OptionsBuilder, Weighter};
 
@@ -122,11 +123,11 @@ impl Admission {
             self.filled.fetch_add(weight, Ordering::Relaxed);
             return true;
         }
-        // The 64-bit finaliser of MurmurHash3 over both numbers; never 0 (empty).
-        let mut h = table.rotate_left(32) ^ offset;
-        h ^= h >> 33;
-        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        h ^= h >> 33;
+        // The filters' key hash over both numbers; `| 1` keeps it off 0 (empty).
+        let mut key = [0u8; 16];
+        key[..8].copy_from_slice(&table.to_le_bytes());
+        key[8..].copy_from_slice(&offset.to_le_bytes());
+        let h = KeyHash::of(&key).h1;
         let fingerprint = h | 1;
         let slot = &self.recent[h as usize & (self.recent.len() - 1)];
         if slot.load(Ordering::Relaxed) == fingerprint {

@@ -98,25 +98,28 @@ pub(crate) fn shortest_separator(last: &[u8], next: &[u8]) -> Vec<u8> {
 const WORDS_PER_LINE: usize = 64 / std::mem::size_of::<u64>();
 
 /// The number of `words` below `word` (which are sorted): a branch-free binary search
-/// that calls `near` once with the positions the answer may still be, when those first
-/// fit in about one cache line of words (not at all for fewer than two words).
+/// that calls `near` with the positions the answer may still be, once those fit in
+/// about one cache line of words (not at all for fewer than two words).
 #[inline]
 fn lower_bound(words: &[u64], word: u64, near: impl FnOnce(Range<usize>)) -> usize {
+    // Every word below `base` is below `word`, every word from `base + len` on is not.
     let (mut base, mut len) = (0, words.len());
-    let mut near = Some(near);
+    let halve = |base: &mut usize, len: &mut usize| {
+        let half = *len / 2;
+        // `base + half - 1 < base + len <= words.len()`.
+        if words.get(*base + half - 1).is_some_and(|&w| w < word) {
+            *base += half;
+        }
+        *len -= half;
+    };
+    while len > WORDS_PER_LINE {
+        halve(&mut base, &mut len);
+    }
+    if len > 1 {
+        near(base..words.len().min(base + len + 1));
+    }
     while len > 1 {
-        if len <= WORDS_PER_LINE {
-            if let Some(near) = near.take() {
-                near(base..words.len().min(base + len + 1));
-            }
-        }
-        let half = len / 2;
-        // Every word below `base` is below `word`, every word from `base + len` on is
-        // not, and `base + half - 1 < base + len <= words.len()`.
-        if words.get(base + half - 1).is_some_and(|&w| w < word) {
-            base += half;
-        }
-        len -= half;
+        halve(&mut base, &mut len);
     }
     base + usize::from(words.get(base).is_some_and(|&w| w < word))
 }
