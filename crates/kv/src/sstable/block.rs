@@ -89,12 +89,12 @@ pub struct Found {
 }
 
 impl Block {
-    /// Validates the block formed by the first `len` bytes of `data`.
     /// Heap bytes the block keeps alive (what the block cache charges for it).
     pub fn memory_bytes(&self) -> usize {
         self.data.len()
     }
 
+    /// Validates the block formed by the first `len` bytes of `data`.
     pub fn new(data: Bytes, len: usize) -> Result<Block, Malformed> {
         let Some(content) = data.get(..len) else {
             return Err(Malformed(format!(

@@ -1013,3 +1013,59 @@ fn damaged_padding_is_reported_and_reads_go_on() {
         }
     }
 }
+
+/// A thread reuses the stored bytes of its last compressed block as the buffer of its
+/// next read; raw and compressed blocks of every size, read in any order, still come
+/// back whole.
+#[test]
+fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
+    let mut rng = StdRng::seed_from_u64(11);
+    // Runs of compressible entries and of noise: LZ4 packs the first kind of block
+    // and keeps the second raw. Some values are larger than a block.
+    let entries: Vec<TestEntry> = (0..1_500u32)
+        .map(|i| {
+            let len = if rng.gen_bool(0.02) {
+                rng.gen_range(4096..9_000)
+            } else {
+                rng.gen_range(20..200)
+            };
+            let value = if (i / 100) % 2 == 0 {
+                vec![b'a' + (i % 26) as u8; len]
+            } else {
+                noise(u64::from(i), len)
+            };
+            (format!("key{i:06}").into_bytes(), 1, ValueKind::Put, value)
+        })
+        .collect();
+    let options = TableOptions {
+        compression: crate::options::Compression::Lz4,
+        ..exact_options(4096)
+    };
+    let (data, _) = build(&entries, options);
+    let kinds: Vec<u8> = data_block_spans(&open(data.clone()).0.unwrap())
+        .iter()
+        .map(|&(offset, len)| data[(offset + len - 5) as usize])
+        .collect();
+    let packed = kinds
+        .iter()
+        .filter(|&&k| k == trailer::LZ4_COMPRESSION)
+        .count();
+    assert!(
+        packed > 0 && packed < kinds.len(),
+        "{packed} of {} blocks packed: the test needs both kinds",
+        kinds.len()
+    );
+    let (table, _, _) = open(data);
+    let table = table.unwrap();
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    for round in 0..3 {
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.gen_range(0..=i));
+        }
+        for &i in &order {
+            let (key, _, _, value) = &entries[i];
+            let got = get(&table, key).unwrap().unwrap();
+            assert_eq!(&got.value[..], &value[..], "round {round}, entry {i}");
+        }
+    }
+}
