@@ -377,3 +377,50 @@ fn soak_of_millions_of_operations_keeps_memory_bounded() {
         );
     }
 }
+
+/// A get made while a thread exits, from another thread-local value's destructor (a
+/// per-thread handle that reads once more on its way out), after the thread's own
+/// reads: it answers as any get does, with and without compression.
+#[test]
+fn a_get_from_a_thread_local_destructor_answers() {
+    use std::cell::RefCell;
+    use std::sync::Mutex;
+
+    type Answer = Arc<Mutex<Option<bloomkv_kv::Result<Option<Vec<u8>>>>>>;
+    struct GetOnExit(Arc<Db>, Answer);
+    impl Drop for GetOnExit {
+        fn drop(&mut self) {
+            let got = self.0.get("key000007").map(|v| v.map(|v| v.to_vec()));
+            *self.1.lock().unwrap() = Some(got);
+        }
+    }
+    thread_local! {
+        static ON_EXIT: RefCell<Option<GetOnExit>> = const { RefCell::new(None) };
+    }
+
+    for compression in [bloomkv_kv::Compression::None, bloomkv_kv::Compression::Lz4] {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            compression,
+            block_cache_size: 0,
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(dir.path(), options).unwrap());
+        for i in 0..100 {
+            db.put(format!("key{i:06}"), [b'v'; 64]).unwrap();
+        }
+        db.flush().unwrap();
+        let answer: Answer = Arc::default();
+        let (db2, answer2) = (db.clone(), answer.clone());
+        thread::spawn(move || {
+            // Registered before the read path's own thread-locals, so it runs after
+            // theirs are gone.
+            ON_EXIT.with(|h| *h.borrow_mut() = Some(GetOnExit(db2.clone(), answer2)));
+            assert!(db2.get("key000003").unwrap().is_some()); // reads a block
+        })
+        .join()
+        .unwrap();
+        let got = answer.lock().unwrap().take().expect("the destructor ran");
+        assert_eq!(got.unwrap(), Some(vec![b'v'; 64]), "{compression:?}");
+    }
+}

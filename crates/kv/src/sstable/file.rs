@@ -37,10 +37,17 @@ thread_local! {
     static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
 
-/// Keeps `buffer` as the thread's spare unless it is too large to hold on to.
+/// The thread's spare buffer, taken (empty if it has none, or if the thread is
+/// exiting: a get made from another thread-local's destructor must still work).
+fn take_spare() -> Vec<u8> {
+    SPARE.try_with(Cell::take).unwrap_or_default()
+}
+
+/// Keeps `buffer` as the thread's spare unless it is too large to hold on to (or the
+/// thread is exiting and has no spare any more: then it is dropped).
 fn keep_spare(buffer: Vec<u8>) {
     if buffer.capacity() <= MAX_SPARE {
-        SPARE.set(buffer);
+        let _ = SPARE.try_with(|spare| spare.set(buffer));
     }
 }
 
@@ -210,7 +217,7 @@ impl TableFile {
         let len = self.sealed_len(handle, BlockKind::Data)?;
         let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
         // The thread's spare buffer is taken, not borrowed: a raw block keeps it.
-        let mut sealed = SPARE.take();
+        let mut sealed = take_spare();
         self.read_into(&mut sealed, handle.offset, len)?;
         match trailer::check_data(&sealed).map_err(bad)? {
             (len, trailer::LZ4_COMPRESSION) => {
