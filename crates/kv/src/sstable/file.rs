@@ -216,7 +216,7 @@ impl TableFile {
     pub fn load_data_block(&self, handle: BlockHandle) -> Result<Block> {
         let len = self.sealed_len(handle, BlockKind::Data)?;
         let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
-        // The thread's spare buffer is taken, not borrowed: a raw block keeps it.
+        // The thread's spare buffer is taken, not borrowed: a raw block may become it.
         let mut sealed = take_spare();
         self.read_into(&mut sealed, handle.offset, len)?;
         match trailer::check_data(&sealed).map_err(bad)? {
