@@ -117,28 +117,6 @@ fn value(rng: &mut StdRng, step: usize) -> Vec<u8> {
     v
 }
 
-fn bound(rng: &mut StdRng) -> Bound<Vec<u8>> {
-    match rng.gen_range(0..5) {
-        0 => Bound::Unbounded,
-        1 | 2 => Bound::Included(key(rng)),
-        _ => Bound::Excluded(key(rng)),
-    }
-}
-
-fn in_range(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
-    let a = match lo {
-        Bound::Included(s) => k >= &s[..],
-        Bound::Excluded(s) => k > &s[..],
-        Bound::Unbounded => true,
-    };
-    let b = match hi {
-        Bound::Included(e) => k <= &e[..],
-        Bound::Excluded(e) => k < &e[..],
-        Bound::Unbounded => true,
-    };
-    a && b
-}
-
 type Items = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// Each step of a walk: whether it went backwards, and the key it returned.
@@ -211,10 +189,13 @@ impl Reader for bloomkv_kv::Snapshot {
 fn check(r: &dyn Reader, model: &Model, rng: &mut StdRng, what: &str) {
     let k = key(rng);
     assert_eq!(r.get(&k), model.get(&k).cloned(), "{what}: get({k:?})");
-    let (lo, hi) = (bound(rng), bound(rng));
+    let (lo, hi) = (
+        common::random_bound(rng, key),
+        common::random_bound(rng, key),
+    );
     let want: Items = model
         .iter()
-        .filter(|(k, _)| in_range(k, &lo, &hi))
+        .filter(|(k, _)| common::in_range(k, &lo, &hi))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // Values too, forward.

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use bloomkv_kv::{Db, WriteBatch};
 use rand::rngs::StdRng;
@@ -40,4 +41,23 @@ pub fn random_batch(
         }
     }
     db.write(batch).unwrap();
+}
+
+/// A random scan bound over keys drawn by `key`: unbounded one time in five, else
+/// included or excluded.
+pub fn random_bound(rng: &mut StdRng, key: impl Fn(&mut StdRng) -> Vec<u8>) -> Bound<Vec<u8>> {
+    match rng.gen_range(0..5) {
+        0 => Bound::Unbounded,
+        1 | 2 => Bound::Included(key(rng)),
+        _ => Bound::Excluded(key(rng)),
+    }
+}
+
+/// Whether `k` lies within `lo .. hi`.
+pub fn in_range(k: &[u8], lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
+    use std::ops::RangeBounds;
+    fn slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+        b.as_ref().map(Vec::as_slice)
+    }
+    RangeBounds::<[u8]>::contains(&(slice(lo), slice(hi)), k)
 }
