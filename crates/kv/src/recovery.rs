@@ -57,13 +57,19 @@ pub enum WalRecovery {
     /// and offset: dropping it would lose acknowledged writes. So is an invalid
     /// record whose log the scan stopped searching ([`crate::wal::scan_wal`]: a log
     /// crafted with more verifying headers than damage leaves), since whether valid
-    /// records follow is then unknown.
+    /// records follow is then unknown. One crash without `sync_writes` can look like
+    /// such damage: the kernel may write a log's unsynced pages back out of order, so
+    /// a power loss can leave an earlier page unwritten (zeros) with valid records
+    /// after it. This mode refuses that log too, naming it; `PointInTime` opens it,
+    /// keeping what precedes the hole.
     #[default]
     TolerateCorruptTail,
     /// Stop at the first invalid record in any log: keep every record before it,
     /// drop the rest of that log and every newer log, and report what was dropped.
     /// The store comes back as it was at one moment in time, possibly older than the
-    /// last acknowledged write. RocksDB's default.
+    /// last acknowledged write. New writes number above every record it dropped, so a
+    /// dropped log that comes back (for `repair`) never outranks them. RocksDB's
+    /// default.
     PointInTime,
     /// Any byte of any log that is not part of a valid record is
     /// [`Error::Corruption`], a torn tail included. For stores that must never lose an
@@ -208,7 +214,11 @@ impl fmt::Display for RecoveryReport {
 pub(crate) struct Replayed {
     /// Every replayed write.
     pub memtable: Memtable,
-    /// The highest sequence number replayed, or the floor given if none was.
+    /// The highest sequence number of a valid record in the logs, replayed or not
+    /// (point-in-time recovery drops valid records after damage), or the floor given
+    /// if there was none: new writes number above it, so no write ever takes the
+    /// number of a dropped record, which a log that comes back (a deletion a power
+    /// loss undid, read by `repair`) could still hold.
     pub last_seq: SeqNo,
     /// What was replayed and dropped.
     pub report: RecoveryReport,
@@ -325,6 +335,8 @@ pub(crate) fn replay(
     let memtable = Memtable::new();
     let mut report = RecoveryReport::empty(mode);
     let mut last_seq = floor;
+    // The highest sequence number of a valid record met, replayed or dropped.
+    let mut seen_seq = floor;
     // Set once point-in-time recovery has met damage: nothing after it is replayed.
     let mut stopped = false;
     for (i, &number) in numbers.iter().enumerate() {
@@ -337,6 +349,7 @@ pub(crate) fn replay(
         };
         if stopped {
             if !buf.is_empty() {
+                seen_seq = seen_seq.max(highest_valid(&classify(&buf, &path, last_seq)));
                 report.dropped.push(DroppedSpan {
                     wal: number,
                     offset: 0,
@@ -348,6 +361,7 @@ pub(crate) fn replay(
             continue;
         }
         let items = classify(&buf, &path, last_seq);
+        seen_seq = seen_seq.max(highest_valid(&items));
         let newest = i + 1 == numbers.len();
         let first_bad = items.iter().enumerate().find_map(|(b, it)| match it {
             Item::Invalid { offset, reason, .. } => Some((b, *offset, reason.clone())),
@@ -438,9 +452,21 @@ pub(crate) fn replay(
     }
     Ok(Replayed {
         memtable,
-        last_seq,
+        last_seq: last_seq.max(seen_seq),
         report,
     })
+}
+
+/// The highest sequence number of the valid records among `items` (0 if none).
+fn highest_valid(items: &[Item]) -> SeqNo {
+    items
+        .iter()
+        .filter_map(|it| match it {
+            Item::Valid(batch) => Some(batch.last_seq().unwrap_or(batch.base_seq)),
+            Item::Invalid { .. } => None,
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Maps one log into valid batches and invalid stretches (adjacent invalid stretches
@@ -616,7 +642,9 @@ mod tests {
 
         let pit = run(&fs, &[3, 4], WalRecovery::PointInTime).unwrap();
         assert_eq!(keys(&pit), vec!["k001", "k002"]);
-        assert_eq!(pit.last_seq, 2);
+        // New writes number above every valid record, the dropped ones too (up to 8,
+        // in the second log): none may share a number with a record a log still holds.
+        assert_eq!(pit.last_seq, 8);
         assert_eq!(
             pit.report.bytes_dropped(),
             (a.len() - ends[1] + b.len()) as u64

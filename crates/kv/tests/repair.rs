@@ -290,3 +290,70 @@ fn repair_refuses_a_directory_without_a_store_and_a_locked_one() {
     let keys: BTreeSet<PathBuf> = walk(dir.path()).into_iter().collect();
     assert!(!keys.iter().any(|p| p.ends_with("lost")));
 }
+
+/// Point-in-time recovery drops the valid records after mid-log damage; the writes
+/// made after it must not take their sequence numbers. The damaged log's deletion is
+/// lost to a power loss (it was never made durable), the manifest is later damaged,
+/// and repair replays every log from the start: the new writes, acknowledged and
+/// synced, must still win over the dropped ones. (When the new writes reused the
+/// dropped records' numbers, repair kept the dropped values and refused the new
+/// records as stale.)
+#[test]
+fn writes_after_point_in_time_recovery_outrank_the_records_it_dropped() {
+    use std::sync::Arc;
+
+    use bloomkv_kv::fs::mem::{DirOps, MemFileSystem, UnsyncedData};
+    use bloomkv_kv::fs::FileSystem;
+    use bloomkv_kv::wal::{scan_wal, Span};
+    use bloomkv_kv::WalRecovery;
+
+    let dir = Path::new("/db");
+    let mem = MemFileSystem::new();
+    let options = |mode| Options {
+        sync_writes: true,
+        disable_auto_compaction: true,
+        wal_recovery: mode,
+        file_system: Arc::new(mem.clone()),
+        ..Options::default()
+    };
+    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    for (k, v) in [
+        ("a", "1"),
+        ("b", "1"),
+        ("c", "1"),
+        ("x", "old"),
+        ("y", "old"),
+    ] {
+        db.put(k, v).unwrap(); // sequence numbers 1..=5
+    }
+    db.close().unwrap();
+    let wal = mem
+        .paths()
+        .into_iter()
+        .find(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "wal"))
+        .unwrap();
+    // One flipped bit in the third record ("c"); valid records follow it.
+    let mut bytes = mem.file_bytes(&wal).unwrap();
+    let spans: Vec<Span> = scan_wal(&bytes::Bytes::from(bytes.clone())).collect();
+    let third = spans[2].offset() as usize;
+    bytes[third + 20] ^= 0x01;
+    mem.set_file_bytes(&wal, bytes);
+
+    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    assert_eq!(db.get("x").unwrap(), None, "x was dropped with the damage");
+    db.put("x", "new").unwrap();
+    db.put("y", "new").unwrap();
+    drop(db);
+    mem.power_loss(UnsyncedData::Lose, DirOps::Lose);
+    assert!(mem.exists(&wal), "the damaged log's deletion was lost");
+    mem.set_file_bytes(&dir.join("MANIFEST"), b"damaged".to_vec());
+    let report = repair(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    for key in ["x", "y"] {
+        assert_eq!(
+            db.get(key).unwrap().as_deref(),
+            Some(&b"new"[..]),
+            "{key}; repair:\n{report}"
+        );
+    }
+}
