@@ -94,14 +94,9 @@ fn run(seed: u64, steps: usize, filter: FilterKind) {
         match rng.gen_range(0..100) {
             0..=39 => {
                 let (k, v) = (key(&mut rng), value(&mut rng, step));
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
+                common::put(&db, &mut model, k, v);
             }
-            40..=49 => {
-                let k = key(&mut rng);
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            }
+            40..=49 => common::delete(&db, &mut model, key(&mut rng)),
             50..=54 => {
                 common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }

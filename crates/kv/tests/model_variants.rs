@@ -229,14 +229,9 @@ fn run(seed: u64, steps: usize, cfg: Cfg) {
         match rng.gen_range(0..100) {
             0..=34 => {
                 let (k, v) = (key(&mut rng), value(&mut rng, step));
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
+                common::put(&db, &mut model, k, v);
             }
-            35..=44 => {
-                let k = key(&mut rng);
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            }
+            35..=44 => common::delete(&db, &mut model, key(&mut rng)),
             45..=49 => {
                 common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }

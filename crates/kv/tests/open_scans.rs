@@ -129,16 +129,10 @@ fn run(seed: u64, steps: usize) -> (u64, u64) {
         let what = format!("seed {seed} step {step}");
         match rng.gen_range(0..100) {
             0..=39 => {
-                let k = key(&mut rng);
                 let v = format!("v{step}").into_bytes();
-                db.put(&k, &v).unwrap();
-                model.insert(k, v);
+                common::put(&db, &mut model, key(&mut rng), v);
             }
-            40..=49 => {
-                let k = key(&mut rng);
-                db.delete(&k).unwrap();
-                model.remove(&k);
-            }
+            40..=49 => common::delete(&db, &mut model, key(&mut rng)),
             50..=52 if snaps.len() < 4 => snaps.push((db.snapshot(), model.clone())),
             53 if !snaps.is_empty() => {
                 let i = rng.gen_range(0..snaps.len());

@@ -19,6 +19,18 @@ pub fn collect(
     .collect()
 }
 
+/// Puts `k` = `v` in the store and in its model alike.
+pub fn put(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: Vec<u8>, v: Vec<u8>) {
+    db.put(&k, &v).unwrap();
+    model.insert(k, v);
+}
+
+/// Deletes `k` from the store and from its model alike.
+pub fn delete(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: Vec<u8>) {
+    db.delete(&k).unwrap();
+    model.remove(&k);
+}
+
 /// A batch of 1–7 random puts and deletes (three in ten), written to the store and
 /// applied to its model alike.
 pub fn random_batch(
