@@ -170,6 +170,24 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
             2,
             "--prefix-scans",
         ),
+        (
+            "range scans over too few keys",
+            vec![
+                "bench",
+                "--keys",
+                "2",
+                "--tables",
+                "1",
+                "--lookups",
+                "1",
+                "--prefix-scans",
+                "0",
+                "--range-scans",
+                "5",
+            ],
+            2,
+            "--range-scans",
+        ),
         ("bench dir is a file", vec!["bench", "--dir", f], 3, "--dir"),
         // Not a mistake: the leveled shape's tables are compaction's, and `--tables`
         // (default 10) does not apply to one key.
@@ -289,6 +307,40 @@ fn a_closed_pipe_ends_the_output_quietly() {
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         assert_eq!(stderr(&o), "", "{args:?}");
     }
+}
+
+/// A benchmark asked for `--json` still writes it when its printout's reader hangs up
+/// early (`bench --json F | head -1`): the run goes on without printing.
+#[test]
+fn a_closed_pipe_does_not_cost_bench_its_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
+        .args([
+            "bench",
+            "--keys",
+            "1000",
+            "--lookups",
+            "100",
+            "--prefix-scans",
+            "0",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("bloomkv disk-I/O savings"), "{first}");
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(written["rows"].as_array().map(Vec::len), Some(8));
 }
 
 #[test]

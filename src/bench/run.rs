@@ -70,7 +70,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "uniform,monkey,no-last-level")]
     pub allocation: String,
     /// Prefix scans per prefix phase (absent, present; with and without a prefix
-    /// extractor); 0 skips the prefix phases.
+    /// extractor; flat shape); 0 skips the prefix phases.
     #[arg(long, default_value_t = 20_000)]
     pub prefix_scans: u64,
     /// Threads that run each lookup and scan phase at once over the same store, each
@@ -185,6 +185,11 @@ impl BenchArgs {
         if self.shape != "leveled" && u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
+        if self.range_scans > 0 && self.shape != "leveled" && self.keys < 3 {
+            return Err(
+                "--range-scans needs --keys of at least 3; give --range-scans 0 for fewer".into(),
+            );
+        }
         if self.range_scans > 0 {
             bloomkv_filter::RangeFilterBuilder::new(self.range_bits_per_key, self.range_max_len)
                 .map_err(|e| format!("--range-bits-per-key / --range-max-len: {e}"))?;
@@ -264,13 +269,53 @@ impl Progress for Bar {
     }
 }
 
+/// Standard output for the run's printout. When its reader goes away (`bench ... |
+/// head`), a run that writes `--json` files carries on without printing, so the files
+/// it was asked for are still written; a run without them stops at the closed pipe.
+struct Stdout {
+    keep_going: bool,
+    closed: bool,
+}
+
+impl Stdout {
+    fn attempt<T>(
+        &mut self,
+        done: T,
+        op: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        if self.closed {
+            return Ok(done);
+        }
+        match op() {
+            Err(e) if self.keep_going && e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(done)
+            }
+            r => r,
+        }
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.attempt(buf.len(), || std::io::stdout().write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.attempt((), || std::io::stdout().flush())
+    }
+}
+
 /// Runs the benchmark as `args` say; prints to stdout; returns the report.
 pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     args.validate()?;
     let w = args.workload();
     let work = WorkDir::new(args.dir.clone())?;
     let bar = Bar::new();
-    let mut out = std::io::stdout();
+    let mut out = Stdout {
+        keep_going: args.json.is_some(),
+        closed: false,
+    };
     writeln!(out, "bloomkv disk-I/O savings: {w}")?;
     let started = Instant::now();
     let mut rows = Vec::new();

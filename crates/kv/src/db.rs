@@ -192,7 +192,7 @@ impl Db {
     /// are replayed into memory only: see [`Options::read_only`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         options.validate()?;
-        let dir = path.as_ref().to_path_buf();
+        let dir = store_dir(path.as_ref())?;
         let fs = options.file_system.clone();
         if options.read_only {
             return open_read_only(dir, options);
@@ -445,8 +445,11 @@ impl Db {
     /// Keys may be empty. A key over [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) (64 KiB), a
     /// value over [`MAX_VALUE_LEN`](crate::MAX_VALUE_LEN) (64 MiB) or a batch over
     /// [`MAX_BATCH_LEN`](crate::MAX_BATCH_LEN) (256 MiB encoded) is `InvalidArgument`:
-    /// that write is refused and the store goes on taking writes. Only a failed append
-    /// or sync of the log stops the store's writes (until it is reopened).
+    /// that write is refused and the store goes on taking writes. A failed append or
+    /// sync of the log, a failed switch to a new log, a failed flush or compaction (a
+    /// full disk, say) or a panic in background work stops the store's writes until it
+    /// is reopened: later writes, flushes and compactions return `Error::Closed` with
+    /// the cause, reads go on, and nothing acknowledged is lost.
     ///
     /// Under sustained load a write may wait for background work: see
     /// [`Options::level0_slowdown_writes_trigger`] and `DbStats::write_stalls`.
@@ -1616,6 +1619,16 @@ pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
             dir.display()
         )),
     }
+}
+
+/// The store's directory as given, refused when empty: an empty path would resolve
+/// against the current directory for some operations (its `LOCK` file) and fail for
+/// others, leaving a file behind and an error that names no path.
+pub(crate) fn store_dir(path: &Path) -> Result<PathBuf> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument("the store's path is empty".into()));
+    }
+    Ok(path.to_path_buf())
 }
 
 /// A table or log among `names`: what only a store that has a manifest leaves.

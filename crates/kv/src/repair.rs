@@ -186,7 +186,7 @@ fn no_store_to_repair(dir: &Path) -> Error {
 /// ```
 pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
     options.validate()?;
-    let dir = path.as_ref().to_path_buf();
+    let dir = crate::db::store_dir(path.as_ref())?;
     let fs = options.file_system.clone();
     if !fs.exists(&dir) {
         return Err(Error::InvalidArgument(format!(

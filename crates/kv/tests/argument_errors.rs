@@ -107,3 +107,32 @@ fn values_of_every_size_read_back_from_memtable_table_and_reopen() {
         );
     }
 }
+
+/// An empty store path is refused before anything is written: it used to leave a
+/// `LOCK` file in the current directory and fail with an error naming no path.
+#[test]
+fn an_empty_store_path_is_refused_and_nothing_is_written() {
+    use bloomkv_kv::fs::mem::MemFileSystem;
+
+    let mem = MemFileSystem::new();
+    for read_only in [false, true] {
+        let options = Options {
+            read_only,
+            file_system: std::sync::Arc::new(mem.clone()),
+            ..Options::default()
+        };
+        match Db::open("", options) {
+            Err(Error::InvalidArgument(why)) => assert!(why.contains("empty"), "{why}"),
+            other => panic!("read_only {read_only}: {:?}", other.map(|_| ())),
+        }
+    }
+    let options = Options {
+        file_system: std::sync::Arc::new(mem.clone()),
+        ..Options::default()
+    };
+    assert!(matches!(
+        bloomkv_kv::repair("", options),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(mem.paths(), Vec::<std::path::PathBuf>::new());
+}
