@@ -37,9 +37,6 @@ use crate::types::{SeqNo, ValueKind};
 /// values, as of one moment. A [`DoubleEndedIterator`]: `.rev()` walks from the end,
 /// and `next`/`next_back` may be mixed. Errors come as items and end the iteration.
 pub struct ScanIter {
-    /// The store, held as a snapshot holds it: its lock stays taken while the scan
-    /// lives, so no other `Db` can open the directory and delete tables the scan reads.
-    _store: Arc<Inner>,
     mems: Vec<Arc<Memtable>>,
     tables: Vec<Table>,
     read_seq: SeqNo,
@@ -52,6 +49,12 @@ pub struct ScanIter {
     /// The last key `next_back` yielded (or passed over as deleted).
     back_key: Option<Bytes>,
     done: bool,
+    /// The store, held as a snapshot holds it: its lock stays taken while the scan
+    /// lives, so no other `Db` can open the directory and delete tables the scan reads.
+    /// Declared last, so dropped last: a scan that holds a closed store's last handle
+    /// deletes the tables compaction retired (its `tables`, `front`, `back`) while
+    /// the lock is still taken.
+    _store: Arc<Inner>,
 }
 
 impl std::fmt::Debug for ScanIter {

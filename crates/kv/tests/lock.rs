@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use bloomkv_kv::fs::{FileSystem, OsFileSystem};
 use bloomkv_kv::{Db, Error, Options};
 
 fn opts() -> Options {
@@ -139,4 +140,99 @@ fn a_scan_that_outlives_its_store_keeps_it_locked() {
     let db = Db::open(dir.path(), opts()).unwrap();
     db.compact().unwrap();
     assert_eq!(db.scan::<&str, _>(..).count(), 300);
+}
+
+/// A file system that, at the first table deletion it sees, tries to open the store
+/// a second time (what another process could do at that moment) and records how that
+/// went.
+#[derive(Debug, Default)]
+struct OpenAtDelete {
+    armed: std::sync::atomic::AtomicBool,
+    second_open: std::sync::Mutex<Option<std::result::Result<(), String>>>,
+}
+
+impl FileSystem for OpenAtDelete {
+    fn remove(&self, p: &Path) -> std::io::Result<()> {
+        use std::sync::atomic::Ordering;
+        if p.extension().is_some_and(|e| e == "sst") && self.armed.swap(false, Ordering::SeqCst) {
+            let tried = match Db::open(p.parent().unwrap(), Options::default()) {
+                Ok(db) => {
+                    db.close().unwrap();
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            };
+            *self.second_open.lock().unwrap() = Some(tried);
+        }
+        OsFileSystem.remove(p)
+    }
+    fn create(&self, p: &Path) -> std::io::Result<Box<dyn bloomkv_kv::fs::WritableFile>> {
+        OsFileSystem.create(p)
+    }
+    fn open_append(&self, p: &Path) -> std::io::Result<Box<dyn bloomkv_kv::fs::WritableFile>> {
+        OsFileSystem.open_append(p)
+    }
+    fn open_random(
+        &self,
+        p: &Path,
+    ) -> std::io::Result<std::sync::Arc<dyn bloomkv_kv::fs::RandomAccessFile>> {
+        OsFileSystem.open_random(p)
+    }
+    fn read_all(&self, p: &Path) -> std::io::Result<Vec<u8>> {
+        OsFileSystem.read_all(p)
+    }
+    fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
+        OsFileSystem.rename(a, b)
+    }
+    fn sync_dir(&self, d: &Path) -> std::io::Result<()> {
+        OsFileSystem.sync_dir(d)
+    }
+    fn create_dir_all(&self, d: &Path) -> std::io::Result<()> {
+        OsFileSystem.create_dir_all(d)
+    }
+    fn list(&self, d: &Path) -> std::io::Result<Vec<String>> {
+        OsFileSystem.list(d)
+    }
+    fn exists(&self, p: &Path) -> bool {
+        OsFileSystem.exists(p)
+    }
+    fn lock(&self, p: &Path) -> std::io::Result<bloomkv_kv::fs::FileLock> {
+        OsFileSystem.lock(p)
+    }
+}
+
+/// A scan that outlives its store's `close` holds the store's last handle; dropping it
+/// deletes the tables compaction retired while the scan read them. It must do so
+/// while the directory is still locked: an open let in first moved them into `lost/`
+/// for good (or failed when a deletion won the race).
+#[test]
+fn a_scan_dropped_after_close_deletes_its_retired_tables_before_unlocking() {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(OpenAtDelete::default());
+    let options = Options {
+        file_system: fs.clone(),
+        disable_auto_compaction: true,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    for t in 0..2 {
+        for i in 0..100 {
+            db.put(format!("k{t}{i:03}"), "v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let scan = db.scan::<&str, _>(..);
+    db.compact().unwrap(); // retires both tables; the scan still reads them
+    db.close().unwrap();
+    fs.armed.store(true, Ordering::SeqCst);
+    drop(scan);
+    match fs.second_open.lock().unwrap().take() {
+        Some(Err(e)) => assert!(e.contains("lock"), "{e}"),
+        Some(Ok(())) => panic!("a second open got in while the scan deleted its tables"),
+        None => panic!("dropping the scan deleted no table"),
+    }
+    assert!(!dir.path().join("lost").exists(), "tables were moved aside");
 }
