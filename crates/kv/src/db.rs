@@ -149,6 +149,11 @@ pub(crate) struct Inner {
     /// failure: what a stalled writer waits for.
     progress: Condvar,
     maint: Mutex<Maint>,
+    /// Callers (`flush`, `compact`, `wait_for_compaction`) waiting for `maint`: the
+    /// background thread, which otherwise keeps it for as long as it finds work,
+    /// hands it over between two steps and waits on `maint_handoff` until they have it.
+    maint_callers: Mutex<usize>,
+    maint_handoff: Condvar,
     signal: Mutex<Signal>,
     wake: Condvar,
     /// The first background failure; once set, writes are refused.
@@ -394,6 +399,8 @@ impl Db {
             visible_seq: AtomicU64::new(last_seq),
             progress: Condvar::new(),
             maint: Mutex::new(maint),
+            maint_callers: Mutex::new(0),
+            maint_handoff: Condvar::new(),
             signal: Mutex::new(Signal::default()),
             wake: Condvar::new(),
             bg_error: Mutex::new(None),
@@ -573,7 +580,7 @@ impl Db {
     /// none is left. What a benchmark or a test calls to measure a settled tree.
     pub fn wait_for_compaction(&self) -> Result<()> {
         self.inner.flush()?;
-        let mut maint = lock(&self.inner.maint);
+        let mut maint = self.inner.maint_for_caller();
         while let Some(pick) = self.inner.pick_compaction(&mut maint) {
             self.inner
                 .compact(&mut maint, pick.inputs, pick.output_level)?;
@@ -585,7 +592,7 @@ impl Db {
     /// overwritten versions and tombstones.
     pub fn compact(&self) -> Result<()> {
         self.inner.flush()?;
-        let mut maint = lock(&self.inner.maint);
+        let mut maint = self.inner.maint_for_caller();
         self.inner.compact_all(&mut maint)
     }
 
@@ -1026,9 +1033,20 @@ impl Inner {
                 self.freeze(&mut w)?;
             }
         }
-        let mut maint = lock(&self.maint);
+        let mut maint = self.maint_for_caller();
         while self.flush_oldest(&mut maint)? {}
         Ok(())
+    }
+
+    /// `maint` for a caller's flush or compaction: announced first, so that a
+    /// background thread busy with a steady writer's work hands it over at its next
+    /// step instead of keeping it until the writes stop.
+    fn maint_for_caller(&self) -> MutexGuard<'_, Maint> {
+        *lock(&self.maint_callers) += 1;
+        let maint = lock(&self.maint);
+        *lock(&self.maint_callers) -= 1;
+        self.maint_handoff.notify_all();
+        maint
     }
 
     /// Writes the oldest frozen memtable as an L0 table. `false` when none waits.
@@ -1334,6 +1352,20 @@ impl Inner {
         loop {
             if self.closing() {
                 return Ok(());
+            }
+            if *lock(&self.maint_callers) > 0 {
+                // A caller waits for `maint`: let it in, then queue behind it.
+                drop(maint);
+                let mut callers = lock(&self.maint_callers);
+                while *callers > 0 {
+                    callers = self
+                        .maint_handoff
+                        .wait(callers)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                drop(callers);
+                maint = lock(&self.maint);
+                continue;
             }
             // L0 over its trigger is compacted before the next flush: with flushes
             // first, a fast writer keeps the thread flushing and L0 grows without bound.
@@ -1794,6 +1826,8 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
             compact_pointer: vec![None; NUM_LEVELS],
             last_sequence: state.last_sequence(),
         }),
+        maint_callers: Mutex::new(0),
+        maint_handoff: Condvar::new(),
         signal: Mutex::new(Signal::default()),
         wake: Condvar::new(),
         bg_error: Mutex::new(None),
