@@ -5,6 +5,7 @@
 //! Exit codes: 0 success (`get`: found), 1 `get`: not found / `verify`: damage found,
 //! 2 usage error, 3 any other error.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -281,6 +282,22 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
     expect(&o, 0, "", "put beside a damaged block");
 }
 
+/// Runs `bloomkv args`, reads one line of its output and hangs up (what `| head -1`
+/// does); the line, and how the command ended.
+fn first_line_then_hang_up(args: &[OsString]) -> (String, Output) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    (first, child.wait_with_output().unwrap())
+}
+
 #[test]
 fn a_closed_pipe_ends_the_output_quietly() {
     let dir = tempfile::tempdir().unwrap();
@@ -290,20 +307,10 @@ fn a_closed_pipe_ends_the_output_quietly() {
         vec!["scan", "--format", "json"],
         vec!["scan", "--hex"],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
-            .args(&args)
-            .arg(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Read one line, then hang up (what `| head -1` does).
-        let mut first = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        let mut args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        args.push(dir.path().into());
+        let (first, o) = first_line_then_hang_up(&args);
         assert!(!first.is_empty());
-        let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         assert_eq!(stderr(&o), "", "{args:?}");
     }
@@ -315,28 +322,22 @@ fn a_closed_pipe_ends_the_output_quietly() {
 fn a_closed_pipe_does_not_cost_bench_its_json() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bloomkv"))
-        .args([
-            "bench",
-            "--keys",
-            "1000",
-            "--lookups",
-            "100",
-            "--prefix-scans",
-            "0",
-        ])
-        .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let mut args: Vec<OsString> = [
+        "bench",
+        "--keys",
+        "1000",
+        "--lookups",
+        "100",
+        "--prefix-scans",
+        "0",
+        "--json",
+    ]
+    .iter()
+    .map(OsString::from)
+    .collect();
+    args.push(json.clone().into());
+    let (first, o) = first_line_then_hang_up(&args);
     assert!(first.starts_with("bloomkv disk-I/O savings"), "{first}");
-    let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
