@@ -1069,3 +1069,48 @@ fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
         }
     }
 }
+
+/// A range filter handle in checksummed properties that claims more bytes than the
+/// file holds: `Table::open` leaves the range filter out, and `verify` reports it
+/// without sizing a read by it (it allocated the claim, and aborted the process on
+/// claims past memory).
+#[test]
+fn verify_bounds_a_range_filter_handle_before_reading_it() {
+    let options = TableOptions {
+        range_filter: Some(crate::options::RangeFilterOptions::default()),
+        ..exact_options(128)
+    };
+    let (data, _) = build(&small_entries(), options);
+    let table = open(data.clone()).0.unwrap();
+    let mut footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    let mut props = table.properties().clone();
+    let range = props.range_filter.expect("a range filter was built");
+    // The properties are the last block before the footer: rewrite them in place.
+    let p = footer.properties;
+    assert_eq!(p.end(), Some((data.len() - footer::FOOTER_SIZE) as u64));
+    props.range_filter = Some(BlockHandle {
+        offset: range.offset,
+        size: 1 << 50,
+    });
+    let mut bad = data[..p.offset as usize].to_vec();
+    let start = bad.len();
+    bad.extend_from_slice(&props.encode());
+    trailer::seal(&mut bad, start);
+    footer.properties = BlockHandle {
+        offset: p.offset,
+        size: (bad.len() - start - trailer::BLOCK_TRAILER_SIZE) as u64,
+    };
+    bad.extend_from_slice(&footer.encode());
+
+    let table = open(bad.clone()).0.unwrap();
+    let state = format!("{:?}", table.range_filter_state());
+    assert!(state.contains("outside the metadata"), "{state}");
+    let problems = check_file(MemFile::new(bad), path());
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].kind, BlockKind::Filter);
+    assert!(
+        problems[0].to_string().contains("outside the metadata"),
+        "{}",
+        problems[0]
+    );
+}

@@ -120,9 +120,22 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     {
         report(kind, offset, why.0);
     }
+    let meta_start = footer.meta_start();
     // The range filter block has no policy to look up: its own decoder checks it whole.
+    // Its handle comes from the properties, not the footer, so it is bounded here
+    // before it sizes a read (as `Table::open` bounds it).
     if let Some(h) = properties.as_ref().and_then(|p| p.range_filter) {
-        let opened = file.read_block(h, BlockKind::Filter).and_then(|bytes| {
+        let inside = h.offset >= meta_start && h.end().is_some_and(|end| end <= meta_end);
+        let opened = if inside {
+            file.read_block(h, BlockKind::Filter)
+        } else {
+            Err(file.corruption(
+                BlockKind::Filter,
+                h.offset,
+                "block outside the metadata".into(),
+            ))
+        }
+        .and_then(|bytes| {
             RangeFilterReader::open(&bytes)
                 .map(drop)
                 .map_err(|e| file.corruption(BlockKind::Filter, h.offset, e.to_string().into()))
@@ -131,7 +144,6 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
             report(BlockKind::Filter, h.offset, reason(e));
         }
     }
-    let meta_start = footer.meta_start();
     let ix = footer.index;
     let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
         IndexBlock::decode(bytes, meta_start, footer.version >= 2)
