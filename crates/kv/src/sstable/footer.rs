@@ -81,6 +81,11 @@ impl BlockHandle {
             .checked_add(BLOCK_TRAILER_SIZE as u64)
     }
 
+    /// Whether the block, trailer included, lies within `start..end` of the file.
+    pub fn lies_within(&self, start: u64, end: u64) -> bool {
+        self.offset >= start && self.end().is_some_and(|e| e <= end)
+    }
+
     /// Appends the handle as two varints (the index block's encoding).
     pub(crate) fn encode_varint(&self, dst: &mut Vec<u8>) {
         put_varint(dst, self.offset);
@@ -171,7 +176,8 @@ impl Footer {
             ("properties", footer.properties.into()),
         ] {
             let Some(h) = h else { continue };
-            if h.offset == 0 || h.end().is_none_or(|end| end > meta_end) {
+            // No metadata block starts at offset 0: the data blocks come first.
+            if !h.lies_within(1, meta_end) {
                 return Err(Malformed(format!(
                     "{name} block handle (offset {}, size {}) points outside the \
                      {meta_end} bytes before the footer",

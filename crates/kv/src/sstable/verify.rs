@@ -125,8 +125,7 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
     // Its handle comes from the properties, not the footer, so it is bounded here
     // before it sizes a read (as `Table::open` bounds it).
     if let Some(h) = properties.as_ref().and_then(|p| p.range_filter) {
-        let inside = h.offset >= meta_start && h.end().is_some_and(|end| end <= meta_end);
-        let opened = if inside {
+        let opened = if h.lies_within(meta_start, meta_end) {
             file.read_block(h, BlockKind::Filter)
         } else {
             Err(file.corruption(
