@@ -186,8 +186,9 @@ pub struct Options {
     /// total, more bits on small upper levels; see `filter_plan`).
     pub filter_allocation: FilterAllocation,
     /// Build no filter for the deepest non-empty level (RocksDB's name): saves most of
-    /// the filter memory; lookups for absent keys then read one block there. Default
-    /// `false`.
+    /// the filter memory; lookups for absent keys then read one block there. With
+    /// [`FilterAllocation::Monkey`] the levels that keep a filter share what Uniform
+    /// would spend on them, not the deepest level's memory too. Default `false`.
     pub optimize_filters_for_hits: bool,
     /// With [`FilterKind::Ribbon`], levels below this number (L0 .. L(n-1)) get the
     /// cache-local Bloom instead (RocksDB's name and meaning): their tables are
