@@ -255,6 +255,14 @@ fn every_mistake_gets_its_exit_code_and_one_line() {
     ] {
         expect(&bloomkv(&args), 3, "`repair` rebuilds it", case);
     }
+    // verify finds it: damage (1), not "no store" (3).
+    let o = bloomkv(&["verify", l]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("`repair` rebuilds it"),
+        "{}",
+        stdout(&o)
+    );
 
     // verify: 1 for damage found.
     let table = listing(&db)

@@ -259,13 +259,7 @@ impl Db {
         // Open every live table; index and filter come into memory now.
         let mut tables = Vec::new();
         for meta in state.tables() {
-            let level = meta.level as usize;
-            if level >= NUM_LEVELS {
-                return Err(Error::corruption(
-                    filename::manifest_path(&dir),
-                    format!("table {} on level {level}", meta.number),
-                ));
-            }
+            let level = table_level(&dir, meta)?;
             let handle = open_table(&table_cache, &dir, meta.number, &counters, &policies)?;
             tables.push((level, Arc::new(handle)));
         }
@@ -1640,6 +1634,24 @@ pub(crate) fn remove_obsolete(
 /// The error for a directory without a `MANIFEST`: corruption if it holds a table or
 /// a log (a store lost its manifest: `repair` rebuilds it), otherwise no store at all
 /// (which an open that creates stores goes on from).
+/// The level of a table the manifest in `dir` lists, refused when the store has no
+/// such level: the manifest's format numbers levels up to `MAX_LEVELS`, the store
+/// uses `NUM_LEVELS`.
+pub(crate) fn table_level(dir: &Path, meta: &TableMeta) -> Result<usize> {
+    let level = meta.level as usize;
+    if level >= NUM_LEVELS {
+        return Err(Error::corruption(
+            filename::manifest_path(dir),
+            format!(
+                "table {} on level {level}: the store has levels 0 to {}",
+                meta.number,
+                NUM_LEVELS - 1
+            ),
+        ));
+    }
+    Ok(level)
+}
+
 pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
     match stray_store_file(names) {
         Some(stray) => Error::corruption(
@@ -1767,13 +1779,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     };
     let mut tables = Vec::new();
     for meta in state.tables() {
-        let level = meta.level as usize;
-        if level >= NUM_LEVELS {
-            return Err(Error::corruption(
-                filename::manifest_path(dir),
-                format!("table {} on level {level}", meta.number),
-            ));
-        }
+        let level = table_level(dir, meta)?;
         let handle = open_table(&table_cache, dir, meta.number, &counters, &policies)?;
         tables.push((level, Arc::new(handle)));
     }

@@ -450,18 +450,35 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     let manifest_path = filename::manifest_path(dir);
     report.files_checked += 1;
-    let state = match manifest::read_manifest(&fs, dir) {
-        Ok(Some(state)) => Some(state),
-        Ok(None) => return Err(crate::db::no_manifest(dir, &fs.list(dir)?)),
-        Err(e) => {
+    let manifest = match manifest::read_manifest(&fs, dir) {
+        Ok(Some(state)) => Ok(state),
+        // Tables or logs with no manifest are a store that lost it: damage to report.
+        Ok(None) => match crate::db::no_manifest(dir, &fs.list(dir)?) {
+            e @ Error::Corruption { .. } => Err(e),
+            e => return Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    // Without a manifest, every table file there is gets checked below.
+    let state = manifest
+        .map_err(|e| {
             report.problems.push(Problem {
                 file: manifest_path,
                 offset: None,
                 what: e.to_string(),
+            })
+        })
+        .ok();
+    // A level the store does not have: the manifest reads, but no open accepts it.
+    for meta in state.iter().flat_map(|s| s.tables()) {
+        if let Err(e) = crate::db::table_level(dir, meta) {
+            report.problems.push(Problem {
+                file: filename::manifest_path(dir),
+                offset: None,
+                what: e.to_string(),
             });
-            None
         }
-    };
+    }
     let names = fs.list(dir)?;
     let live_tables: Vec<u64> = match &state {
         Some(s) => s.tables().iter().map(|t| t.number).collect(),
@@ -544,4 +561,67 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         report.recovery.push(verdict);
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Db;
+
+    fn store_with_a_table(dir: &Path) {
+        let db = Db::open(dir, Options::default()).unwrap();
+        db.put("a", "1").unwrap();
+        db.flush().unwrap();
+        db.put("b", "2").unwrap();
+        db.close().unwrap();
+    }
+
+    /// `verify` once returned `Err` here, which the command line turns into exit 3
+    /// ("no store"), not 1 ("damage found", for which `repair` is the way out).
+    #[test]
+    fn a_store_that_lost_its_manifest_is_damage_found_and_its_tables_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_a_table(dir.path());
+        std::fs::remove_file(filename::manifest_path(dir.path())).unwrap();
+        let report = verify(dir.path()).unwrap();
+        assert!(!report.is_clean());
+        let [problem] = &report.problems[..] else {
+            panic!("one problem expected: {report}");
+        };
+        assert_eq!(problem.file, filename::manifest_path(dir.path()));
+        assert!(problem.what.contains("`repair` rebuilds it"), "{report}");
+        // The manifest, one table and one log.
+        assert_eq!(report.files_checked, 3, "{report}");
+        assert!(report.recovery.iter().all(|v| !v.opens), "{report}");
+        // An empty directory is still no store at all.
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            verify(empty.path()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    /// The manifest's format numbers levels up to `MAX_LEVELS`, the store opens only
+    /// its `NUM_LEVELS`: `verify` once called such a store clean and said it opens.
+    #[test]
+    fn a_table_on_a_level_the_store_lacks_is_reported_and_the_store_does_not_open() {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_a_table(dir.path());
+        let fs = OsFileSystem;
+        let state = manifest::read_manifest(&fs, dir.path()).unwrap().unwrap();
+        let mut tables = state.tables().to_vec();
+        tables[0].level = crate::options::NUM_LEVELS as u32;
+        let moved = ManifestState::new(
+            state.next_file_number(),
+            state.last_sequence(),
+            state.wal_number(),
+            tables,
+        );
+        manifest::write_manifest(&fs, dir.path(), &moved).unwrap();
+        assert!(Db::open(dir.path(), Options::default()).is_err());
+        let report = verify(dir.path()).unwrap();
+        assert!(!report.is_clean(), "{report}");
+        assert!(report.problems[0].what.contains("on level 7"), "{report}");
+        assert!(report.recovery.iter().all(|v| !v.opens), "{report}");
+    }
 }
