@@ -339,8 +339,10 @@ impl Db {
                             inner_version = inner_version.apply(&[], vec![(0, Arc::new(handle))]);
                             built.push(number);
                         }
-                        maint.last_sequence = last_seq;
                     }
+                    // Also when nothing was kept: the numbers of records point-in-time
+                    // recovery dropped are used up, and the logs that held them go.
+                    maint.last_sequence = maint.last_sequence.max(last_seq);
 
                     // A manifest that retires the old WALs, then the fresh WAL it names. In
                     // this order, a crash or error in between leaves no WAL newer than one

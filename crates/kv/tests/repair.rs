@@ -357,3 +357,72 @@ fn writes_after_point_in_time_recovery_outrank_the_records_it_dropped() {
         );
     }
 }
+
+/// As above, with the damage in the first record, so point-in-time recovery keeps
+/// nothing, and a session between that writes nothing. The open still has to record
+/// the numbers of the records it dropped: the next open counted on from the old
+/// floor, the later writes took those numbers again, and repair with the dropped
+/// log back kept its old values over them.
+#[test]
+fn numbers_dropped_by_point_in_time_recovery_stay_used_across_a_reopen_without_writes() {
+    use std::sync::Arc;
+
+    use bloomkv_kv::fs::mem::MemFileSystem;
+    use bloomkv_kv::wal::{scan_wal, Span};
+    use bloomkv_kv::WalRecovery;
+
+    let dir = Path::new("/db");
+    let mem = MemFileSystem::new();
+    let options = |mode| Options {
+        sync_writes: true,
+        disable_auto_compaction: true,
+        wal_recovery: mode,
+        file_system: Arc::new(mem.clone()),
+        ..Options::default()
+    };
+    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    for (k, v) in [("a", "1"), ("x", "old"), ("y", "old")] {
+        db.put(k, v).unwrap(); // sequence numbers 1..=3
+    }
+    db.close().unwrap();
+    let wal = mem
+        .paths()
+        .into_iter()
+        .find(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "wal"))
+        .unwrap();
+    let mut bytes = mem.file_bytes(&wal).unwrap();
+    let spans: Vec<Span> = scan_wal(&bytes::Bytes::from(bytes.clone())).collect();
+    bytes[spans[0].offset() as usize + 20] ^= 0x01;
+    mem.set_file_bytes(&wal, bytes.clone());
+
+    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    assert_eq!(db.get("x").unwrap(), None, "x was dropped with the damage");
+    let first = db.snapshot().sequence_number();
+    assert!(
+        first >= 3,
+        "new writes number above the dropped records: {first}"
+    );
+    db.close().unwrap();
+    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    let second = db.snapshot().sequence_number();
+    assert!(
+        second >= first,
+        "sequence went back across a reopen: {first} -> {second}"
+    );
+    db.put("x", "new").unwrap();
+    db.put("y", "new").unwrap();
+    db.close().unwrap();
+    // The dropped log comes back (its deletion was never made durable) and the
+    // manifest is lost: repair replays every log there is.
+    mem.set_file_bytes(&wal, bytes);
+    mem.set_file_bytes(&dir.join("MANIFEST"), b"damaged".to_vec());
+    let report = repair(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
+    for key in ["x", "y"] {
+        assert_eq!(
+            db.get(key).unwrap().as_deref(),
+            Some(&b"new"[..]),
+            "{key}; repair:\n{report}"
+        );
+    }
+}
