@@ -1285,7 +1285,13 @@ impl Inner {
         if inputs.is_empty() {
             return Ok(());
         }
-        let output_level = version.deepest_nonempty_level().max(1);
+        let output_level = match version.deepest_nonempty_level() {
+            // Sized from the bottom up, a tree whose data is all in L0 has its base on
+            // the last level: any level above would be over its budget of nothing, and
+            // the data would move down again one level at a time.
+            0 if self.options.dynamic_level_bytes => NUM_LEVELS - 1,
+            deepest => deepest.max(1),
+        };
         self.compact(maint, inputs, output_level)
     }
 

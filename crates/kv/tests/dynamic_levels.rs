@@ -135,3 +135,38 @@ fn a_store_with_fixed_budgets_reopens_with_dynamic_sizing() {
     check(&db, &model);
     assert_bottom_up_shape(&level_bytes(&db));
 }
+
+/// `compact()` on a store whose data is all in L0 writes one sorted run on the
+/// deepest level, as its docs say. It once wrote L1, which dynamic sizing gives no
+/// budget while deeper levels are empty, so the background then moved the data down
+/// one level at a time: five more compactions, each rewriting all of it.
+#[test]
+fn compact_of_l0_alone_writes_the_bottom_level_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            disable_auto_compaction: true,
+            ..options(true)
+        },
+    )
+    .unwrap();
+    let mut model = BTreeMap::new();
+    let keys: Vec<u32> = (0..1_000).collect();
+    write_round(&db, &keys, 0, 7, &mut model);
+    db.flush().unwrap();
+    assert_eq!(db.stats().tables_per_level[0], db.table_infos().len());
+    db.compact().unwrap();
+    assert_eq!(db.stats().compactions, 1);
+    db.wait_for_compaction().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.compactions, 1, "the data moved again: {stats:?}");
+    let per_level = &stats.tables_per_level;
+    assert!(per_level[NUM_LEVELS - 1] > 0, "{per_level:?}");
+    assert_eq!(
+        per_level.iter().sum::<usize>(),
+        per_level[NUM_LEVELS - 1],
+        "{per_level:?}"
+    );
+    check(&db, &model);
+}
