@@ -115,13 +115,14 @@ impl BloomFilter {
     }
 
     /// An empty filter sized for `expected_items` at false-positive rate `fp_rate`
-    /// ([`sizing::optimal_num_bits`], [`sizing::optimal_num_hashes`]).
+    /// ([`sizing::optimal_num_bits`], [`sizing::optimal_num_hashes`]). Below a rate
+    /// of about 1e-19 the optimum would need more than [`MAX_HASHES`] hash functions:
+    /// the filter then gets `MAX_HASHES` and the bits those need for `fp_rate`.
     ///
     /// Errors as [`BloomFilter::new`] does: `with_rate(10_000_000_000_000, 0.01)`
     /// would need 12 TB and is refused.
     pub fn with_rate(expected_items: u64, fp_rate: f64) -> Result<BloomFilter, FilterError> {
-        let m = sizing::optimal_num_bits(expected_items, fp_rate)?;
-        let k = sizing::optimal_num_hashes(m, expected_items)?.min(MAX_HASHES);
+        let (m, k) = sizing::standalone_shape(expected_items, fp_rate, MAX_HASHES)?;
         BloomFilter::new(m, k)
     }
 
@@ -363,6 +364,24 @@ pub(crate) fn to_corrupt(e: FilterError) -> FilterError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Below about 1e-19 the optimal hash count passes `MAX_HASHES`: the count was
+    /// capped at 64 but the bits stayed the optimum's, so 1e-30 came out as 3.5e-29.
+    #[test]
+    fn with_rate_meets_rates_that_need_more_than_max_hashes() {
+        let n = 1_000_000;
+        for p in [1e-30, 1e-50] {
+            let f = BloomFilter::with_rate(n, p).unwrap();
+            let c = crate::CountingBloomFilter::with_rate(n, p).unwrap();
+            assert_eq!(f.num_hashes(), MAX_HASHES);
+            let rate = sizing::false_positive_rate(f.num_bits(), n, f.num_hashes()).unwrap();
+            assert!(rate <= p * 1.001, "{p}: {rate}");
+            assert_eq!(
+                (c.num_counters(), c.num_hashes()),
+                (f.num_bits(), f.num_hashes())
+            );
+        }
+    }
 
     #[test]
     fn new_filter_is_empty() {

@@ -90,8 +90,7 @@ impl CountingBloomFilter {
         expected_items: u64,
         fp_rate: f64,
     ) -> Result<CountingBloomFilter, FilterError> {
-        let m = sizing::optimal_num_bits(expected_items, fp_rate)?;
-        let k = sizing::optimal_num_hashes(m, expected_items)?.min(MAX_HASHES);
+        let (m, k) = sizing::standalone_shape(expected_items, fp_rate, MAX_HASHES)?;
         CountingBloomFilter::new(m, k)
     }
 

@@ -65,6 +65,27 @@ pub fn optimal_num_bits(n: u64, p: f64) -> Result<u64, FilterError> {
     Ok((bits as u64).max(1))
 }
 
+/// The bits and hash functions of a standalone filter for `n` items at rate `p`
+/// with at most `max_k` hash functions: the optimal pair, or, when the optimal count
+/// is above `max_k`, `max_k` functions and the bits they need for `p` (the formula
+/// solved for `m`: `⌈−k·n / ln(1 − p^{1/k})⌉`), more than the optimum's.
+pub(crate) fn standalone_shape(n: u64, p: f64, max_k: u32) -> Result<(u64, u32), FilterError> {
+    let m = optimal_num_bits(n, p)?;
+    let k = optimal_num_hashes(m, n)?;
+    if k <= max_k {
+        return Ok((m, k));
+    }
+    let kf = f64::from(max_k);
+    let bits = (-kf * n as f64 / (-p.powf(1.0 / kf)).ln_1p()).ceil();
+    if !bits.is_finite() || bits > MAX_NUM_BITS as f64 {
+        return Err(invalid(format!(
+            "{n} items at rate {p} need {bits} bits with {max_k} hash functions, more \
+             than the maximum {MAX_NUM_BITS}"
+        )));
+    }
+    Ok((bits as u64, max_k))
+}
+
 /// Hash functions minimising the false-positive rate of `m` bits holding `n` items:
 /// `round(m / n * ln 2)`, at least 1.
 ///
@@ -135,27 +156,49 @@ pub(crate) fn standard_fp(m: f64, n: f64, k: f64) -> f64 {
 /// million keys, against 8e-3), it dominates once the formula falls below it: at 30
 /// bits per key over 1,000 keys (`k` = 21, `m` = 30,016) the formula says 5.5e-7 and
 /// this adds 4.4e-6; measured, 5.1e-6 (`tests/fp_rates.rs`).
+///
+/// The sum stops once its terms can no longer matter (`φ(d) ≤ d`, and `d·f^d` only
+/// falls past `d = 1/(1 − f)`), and after [`MAX_EXCESS_TERMS`] terms in any case, so
+/// any `k` costs at most that many totients: only a filter far from its optimal
+/// probe count and nearly full has terms left there.
 pub(crate) fn double_hashing_excess(m: f64, n: f64, k: u32) -> f64 {
     if n <= 0.0 || k < 2 || m <= 0.0 {
         return 0.0;
     }
     let f = 1.0 - (-f64::from(k) * n / m).exp();
-    let sum: f64 = (1..k)
-        .map(|d| f64::from(totient(d)) * f.powi(d as i32))
-        .sum();
+    let (mut sum, mut power) = (0.0f64, 1.0f64);
+    for d in 1..k.min(MAX_EXCESS_TERMS) {
+        power *= f;
+        let bound = power * f64::from(d);
+        if f64::from(d) * (1.0 - f) >= 1.0 && bound <= sum * 1e-17 {
+            break;
+        }
+        sum += f64::from(totient(d)) * power;
+    }
     (2.0 / (f64::from(k) * m) * sum).min(1.0)
 }
 
-/// Euler's totient: how many of `1..=d` share no factor with `d` (1 for `d` = 1).
+/// The most terms [`double_hashing_excess`] sums.
+const MAX_EXCESS_TERMS: u32 = 1 << 16;
+
+/// Euler's totient: how many of `1..=d` share no factor with `d` (1 for `d` = 1),
+/// from `d`'s prime factors.
 fn totient(d: u32) -> u32 {
-    fn gcd(a: u32, b: u32) -> u32 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
+    let (mut rest, mut phi) = (d, d);
+    let mut p = 2;
+    while p * p <= rest {
+        if rest.is_multiple_of(p) {
+            while rest.is_multiple_of(p) {
+                rest /= p;
+            }
+            phi -= phi / p;
         }
+        p += 1;
     }
-    (1..=d).filter(|&a| gcd(a, d) == 1).count() as u32
+    if rest > 1 {
+        phi -= phi / rest;
+    }
+    phi
 }
 
 /// Expected false-positive rate of the cache-local layout: `num_bits` split into
@@ -236,6 +279,10 @@ pub fn standard_false_positive_spread(m: u64, n: u64, k: u32) -> Result<f64, Fil
     }
     if k == 0 {
         return Err(invalid("hash count must be at least 1".into()));
+    }
+    if n == 0 {
+        // No key, no bit set: every filter passes nothing (and `0 · ln 0` below is NaN).
+        return Ok(0.0);
     }
     let (mf, t, kf) = (m as f64, k as f64 * n as f64, f64::from(k));
     let q = (t * (-1.0 / mf).ln_1p()).exp();
@@ -383,5 +430,75 @@ mod tests {
         let std = standard_fp(10.0, 1.0, 7.0);
         assert!(p > std);
         assert_eq!(cache_local_fp(100, 0, 6), (0.0, 0.0));
+    }
+
+    /// The totient from prime factors, against its definition.
+    #[test]
+    fn totient_from_factors_matches_the_definition() {
+        fn gcd(a: u32, b: u32) -> u32 {
+            if b == 0 {
+                a
+            } else {
+                gcd(b, a % b)
+            }
+        }
+        for d in 1..3_000u32 {
+            let by_definition = (1..=d).filter(|&a| gcd(a, d) == 1).count() as u32;
+            assert_eq!(totient(d), by_definition, "{d}");
+        }
+    }
+
+    /// The excess once summed every `d < k` with a totient costing `d` steps: at a
+    /// probe count of `u32::MAX` it did not return. Stopping early changes nothing
+    /// the full sum would say.
+    #[test]
+    fn the_double_hashing_excess_stops_early_without_changing_its_value() {
+        let full = |m: f64, n: f64, k: u32| {
+            let f = 1.0 - (-f64::from(k) * n / m).exp();
+            let sum: f64 = (1..k)
+                .map(|d| f64::from(totient(d)) * f.powi(d as i32))
+                .sum();
+            (2.0 / (f64::from(k) * m) * sum).min(1.0)
+        };
+        for (m, n, k) in [
+            (30_016.0, 1_000.0, 21),
+            (1e6, 1e5, 7),
+            (1e7, 1e3, 2_000),
+            (1e5, 1e4, 500),
+            (64.0, 1.0, 64),
+        ] {
+            let (got, want) = (double_hashing_excess(m, n, k), full(m, n, k));
+            assert!(
+                (got - want).abs() <= want * 1e-12,
+                "m {m} n {n} k {k}: {got} against {want}"
+            );
+        }
+        let huge = double_hashing_excess((1u64 << 20) as f64, 1_000.0, u32::MAX);
+        assert!((0.0..=1.0).contains(&huge), "{huge}");
+    }
+
+    #[test]
+    fn the_spread_of_an_empty_filter_is_zero() {
+        assert_eq!(standard_false_positive_spread(1, 0, 7).unwrap(), 0.0);
+        assert_eq!(standard_false_positive_spread(1 << 20, 0, 1).unwrap(), 0.0);
+    }
+
+    /// Below about 1e-19 the optimal hash count passes `MAX_HASHES`: the count was
+    /// capped but the bits stayed the optimum's, and 1e-30 came out as 3.5e-29.
+    #[test]
+    fn a_capped_hash_count_gets_the_bits_its_rate_needs() {
+        let n = 1_000_000;
+        for p in [1e-10, 1e-19, 1e-30, 1e-50, 1e-100] {
+            let (m, k) = standalone_shape(n, p, 64).unwrap();
+            assert!(k <= 64, "{p}: {k}");
+            // The optimum itself lands within a rounding of `k` of the target.
+            let rate = false_positive_rate(m, n, k).unwrap();
+            assert!(rate <= p * 1.001, "{p}: {m} bits, {k} hashes give {rate}");
+            if k == 64 {
+                // Not oversized either: one percent fewer bits would miss the target.
+                let fewer = false_positive_rate(m - m / 100, n, k).unwrap();
+                assert!(fewer > p, "{p}: {m} bits is more than needed");
+            }
+        }
     }
 }

@@ -393,3 +393,14 @@ fn the_expected_rate_without_a_block_is_the_built_blocks() {
         assert!(policy.expected_fp_rate(1_000_000) > policy.expected_fp_rate(4_096));
     }
 }
+
+/// A count of keys no block could hold is still a question with an answer: past
+/// about 1.25e19 keys the shape's slot count overflowed (a panic in a debug build).
+#[test]
+fn the_expected_rate_of_an_absurd_key_count_is_a_rate() {
+    let policy = bloomkv_filter::RibbonPolicy::new(10.0).unwrap();
+    for n in [12_500_000_000_000_000_000u64, u64::MAX] {
+        let rate = policy.expected_fp_rate(n);
+        assert!((0.0..=1.0).contains(&rate), "{n}: {rate}");
+    }
+}

@@ -105,7 +105,11 @@ impl Shape {
     /// `slot_factor` slots per key; `None` if not even one column fits.
     pub(crate) fn for_keys(n: u64, budget_bits: f64, slot_factor: f64) -> Option<Shape> {
         let slots = (n as f64 * slot_factor).ceil();
-        if !(slots.is_finite() && budget_bits.is_finite()) || budget_bits < 0.0 {
+        // Past 2^63 slots, `blocks · width` would overflow: no such block can be built.
+        if !(slots.is_finite() && budget_bits.is_finite())
+            || budget_bits < 0.0
+            || slots >= (1u64 << 63) as f64
+        {
             return None;
         }
         let blocks = ((slots as u64).div_ceil(ROW_BITS)).max(1);
