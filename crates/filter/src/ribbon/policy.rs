@@ -9,9 +9,11 @@
 //!  every seed failed                                  ->  cache-local Bloom block
 //! ```
 //!
-//! `bits_per_key` is the memory really spent: the whole block, header and trailer
+//! `bits_per_key` is the memory really spent: a Ribbon block, header and trailer
 //! included, is at most `bits_per_key · n` bits and within one 64-bit word of it.
-//! The Bloom fallback uses the same bits per key, so a table never loses its filter.
+//! The Bloom fallback uses the same bits per key, so a table never loses its filter;
+//! its array is whole 512-bit lines, so for a handful of keys it is larger than
+//! `bits_per_key · n` (one key at 10 bits per key gets one line and its header).
 //! Readers open any block, Ribbon or Bloom, by its trailer.
 //!
 //! Policy name (format contract, recorded in each table): `"bloomkv.Ribbon"`.
