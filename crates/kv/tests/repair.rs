@@ -300,62 +300,31 @@ fn repair_refuses_a_directory_without_a_store_and_a_locked_one() {
 /// records as stale.)
 #[test]
 fn writes_after_point_in_time_recovery_outrank_the_records_it_dropped() {
-    use std::sync::Arc;
-
-    use bloomkv_kv::fs::mem::{DirOps, MemFileSystem, UnsyncedData};
+    use bloomkv_kv::fs::mem::{DirOps, UnsyncedData};
     use bloomkv_kv::fs::FileSystem;
-    use bloomkv_kv::wal::{scan_wal, Span};
     use bloomkv_kv::WalRecovery;
 
-    let dir = Path::new("/db");
-    let mem = MemFileSystem::new();
-    let options = |mode| Options {
-        sync_writes: true,
-        disable_auto_compaction: true,
-        wal_recovery: mode,
-        file_system: Arc::new(mem.clone()),
-        ..Options::default()
-    };
-    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    for (k, v) in [
+    // Sequence numbers 1..=5; one flipped bit in the third record ("c"), valid
+    // records after it.
+    let records = [
         ("a", "1"),
         ("b", "1"),
         ("c", "1"),
         ("x", "old"),
         ("y", "old"),
-    ] {
-        db.put(k, v).unwrap(); // sequence numbers 1..=5
-    }
-    db.close().unwrap();
-    let wal = mem
-        .paths()
-        .into_iter()
-        .find(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "wal"))
-        .unwrap();
-    // One flipped bit in the third record ("c"); valid records follow it.
-    let mut bytes = mem.file_bytes(&wal).unwrap();
-    let spans: Vec<Span> = scan_wal(&bytes::Bytes::from(bytes.clone())).collect();
-    let third = spans[2].offset() as usize;
-    bytes[third + 20] ^= 0x01;
-    mem.set_file_bytes(&wal, bytes);
-
-    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    ];
+    let pit = PointInTimeStore::new(&records, 2);
+    let db = Db::open(PIT_DIR, pit.options(WalRecovery::PointInTime)).unwrap();
     assert_eq!(db.get("x").unwrap(), None, "x was dropped with the damage");
     db.put("x", "new").unwrap();
     db.put("y", "new").unwrap();
     drop(db);
-    mem.power_loss(UnsyncedData::Lose, DirOps::Lose);
-    assert!(mem.exists(&wal), "the damaged log's deletion was lost");
-    mem.set_file_bytes(&dir.join("MANIFEST"), b"damaged".to_vec());
-    let report = repair(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    for key in ["x", "y"] {
-        assert_eq!(
-            db.get(key).unwrap().as_deref(),
-            Some(&b"new"[..]),
-            "{key}; repair:\n{report}"
-        );
-    }
+    pit.mem.power_loss(UnsyncedData::Lose, DirOps::Lose);
+    assert!(
+        pit.mem.exists(&pit.wal),
+        "the damaged log's deletion was lost"
+    );
+    pit.repair_and_expect_new();
 }
 
 /// As above, with the damage in the first record, so point-in-time recovery keeps
@@ -365,37 +334,10 @@ fn writes_after_point_in_time_recovery_outrank_the_records_it_dropped() {
 /// log back kept its old values over them.
 #[test]
 fn numbers_dropped_by_point_in_time_recovery_stay_used_across_a_reopen_without_writes() {
-    use std::sync::Arc;
-
-    use bloomkv_kv::fs::mem::MemFileSystem;
-    use bloomkv_kv::wal::{scan_wal, Span};
     use bloomkv_kv::WalRecovery;
 
-    let dir = Path::new("/db");
-    let mem = MemFileSystem::new();
-    let options = |mode| Options {
-        sync_writes: true,
-        disable_auto_compaction: true,
-        wal_recovery: mode,
-        file_system: Arc::new(mem.clone()),
-        ..Options::default()
-    };
-    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    for (k, v) in [("a", "1"), ("x", "old"), ("y", "old")] {
-        db.put(k, v).unwrap(); // sequence numbers 1..=3
-    }
-    db.close().unwrap();
-    let wal = mem
-        .paths()
-        .into_iter()
-        .find(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "wal"))
-        .unwrap();
-    let mut bytes = mem.file_bytes(&wal).unwrap();
-    let spans: Vec<Span> = scan_wal(&bytes::Bytes::from(bytes.clone())).collect();
-    bytes[spans[0].offset() as usize + 20] ^= 0x01;
-    mem.set_file_bytes(&wal, bytes.clone());
-
-    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    let pit = PointInTimeStore::new(&[("a", "1"), ("x", "old"), ("y", "old")], 0);
+    let db = Db::open(PIT_DIR, pit.options(WalRecovery::PointInTime)).unwrap();
     assert_eq!(db.get("x").unwrap(), None, "x was dropped with the damage");
     let first = db.snapshot().sequence_number();
     assert!(
@@ -403,7 +345,7 @@ fn numbers_dropped_by_point_in_time_recovery_stay_used_across_a_reopen_without_w
         "new writes number above the dropped records: {first}"
     );
     db.close().unwrap();
-    let db = Db::open(dir, options(WalRecovery::PointInTime)).unwrap();
+    let db = Db::open(PIT_DIR, pit.options(WalRecovery::PointInTime)).unwrap();
     let second = db.snapshot().sequence_number();
     assert!(
         second >= first,
@@ -412,17 +354,78 @@ fn numbers_dropped_by_point_in_time_recovery_stay_used_across_a_reopen_without_w
     db.put("x", "new").unwrap();
     db.put("y", "new").unwrap();
     db.close().unwrap();
-    // The dropped log comes back (its deletion was never made durable) and the
-    // manifest is lost: repair replays every log there is.
-    mem.set_file_bytes(&wal, bytes);
-    mem.set_file_bytes(&dir.join("MANIFEST"), b"damaged".to_vec());
-    let report = repair(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    let db = Db::open(dir, options(WalRecovery::TolerateCorruptTail)).unwrap();
-    for key in ["x", "y"] {
-        assert_eq!(
-            db.get(key).unwrap().as_deref(),
-            Some(&b"new"[..]),
-            "{key}; repair:\n{report}"
-        );
+    // The dropped log comes back (its deletion was never made durable).
+    pit.mem.set_file_bytes(&pit.wal, pit.damaged.clone());
+    pit.repair_and_expect_new();
+}
+
+const PIT_DIR: &str = "/db";
+
+/// A store in memory whose one log holds `records` (sequence numbers from 1), closed,
+/// with one bit flipped in record `damaged_record`.
+struct PointInTimeStore {
+    mem: bloomkv_kv::fs::mem::MemFileSystem,
+    wal: PathBuf,
+    damaged: Vec<u8>,
+}
+
+impl PointInTimeStore {
+    fn new(records: &[(&str, &str)], damaged_record: usize) -> PointInTimeStore {
+        use bloomkv_kv::wal::{scan_wal, Span};
+        use bloomkv_kv::WalRecovery;
+
+        let mem = bloomkv_kv::fs::mem::MemFileSystem::new();
+        let mut store = PointInTimeStore {
+            mem,
+            wal: PathBuf::new(),
+            damaged: Vec::new(),
+        };
+        let db = Db::open(PIT_DIR, store.options(WalRecovery::TolerateCorruptTail)).unwrap();
+        for (k, v) in records {
+            db.put(k, v).unwrap();
+        }
+        db.close().unwrap();
+        let dir = Path::new(PIT_DIR);
+        store.wal = store
+            .mem
+            .paths()
+            .into_iter()
+            .find(|p| p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "wal"))
+            .unwrap();
+        let mut bytes = store.mem.file_bytes(&store.wal).unwrap();
+        let spans: Vec<Span> = scan_wal(&bytes::Bytes::from(bytes.clone())).collect();
+        bytes[spans[damaged_record].offset() as usize + 20] ^= 0x01;
+        store.mem.set_file_bytes(&store.wal, bytes.clone());
+        store.damaged = bytes;
+        store
+    }
+
+    fn options(&self, mode: bloomkv_kv::WalRecovery) -> Options {
+        Options {
+            sync_writes: true,
+            disable_auto_compaction: true,
+            wal_recovery: mode,
+            file_system: std::sync::Arc::new(self.mem.clone()),
+            ..Options::default()
+        }
+    }
+
+    /// Loses the manifest, repairs (every log there is replays) and expects the new
+    /// writes of `x` and `y` to have won.
+    fn repair_and_expect_new(&self) {
+        use bloomkv_kv::WalRecovery;
+
+        let dir = Path::new(PIT_DIR);
+        self.mem
+            .set_file_bytes(&dir.join("MANIFEST"), b"damaged".to_vec());
+        let report = repair(dir, self.options(WalRecovery::TolerateCorruptTail)).unwrap();
+        let db = Db::open(dir, self.options(WalRecovery::TolerateCorruptTail)).unwrap();
+        for key in ["x", "y"] {
+            assert_eq!(
+                db.get(key).unwrap().as_deref(),
+                Some(&b"new"[..]),
+                "{key}; repair:\n{report}"
+            );
+        }
     }
 }
