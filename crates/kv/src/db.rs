@@ -1639,9 +1639,6 @@ pub(crate) fn remove_obsolete(
     }
 }
 
-/// The error for a directory without a `MANIFEST`: corruption if it holds a table or
-/// a log (a store lost its manifest: `repair` rebuilds it), otherwise no store at all
-/// (which an open that creates stores goes on from).
 /// The level of a table the manifest in `dir` lists, refused when the store has no
 /// such level: the manifest's format numbers levels up to `MAX_LEVELS`, the store
 /// uses `NUM_LEVELS`.
@@ -1660,6 +1657,9 @@ pub(crate) fn table_level(dir: &Path, meta: &TableMeta) -> Result<usize> {
     Ok(level)
 }
 
+/// The error for a directory without a `MANIFEST`: corruption if it holds a table or
+/// a log (a store lost its manifest: `repair` rebuilds it), otherwise no store at all
+/// (which an open that creates stores goes on from).
 pub(crate) fn no_manifest(dir: &Path, names: &[String]) -> Error {
     match stray_store_file(names) {
         Some(stray) => Error::corruption(
