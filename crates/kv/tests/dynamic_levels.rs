@@ -138,8 +138,8 @@ fn a_store_with_fixed_budgets_reopens_with_dynamic_sizing() {
 
 /// `compact()` on a store whose data is all in L0 writes one sorted run on the
 /// deepest level, as its docs say. It once wrote L1, which dynamic sizing gives no
-/// budget while deeper levels are empty, so the background then moved the data down
-/// one level at a time: five more compactions, each rewriting all of it.
+/// budget while deeper levels are empty, so the background then moved each table
+/// down one level at a time: 44 more compactions here, each rewriting its table.
 #[test]
 fn compact_of_l0_alone_writes_the_bottom_level_once() {
     let dir = tempfile::tempdir().unwrap();
