@@ -164,8 +164,22 @@ pub(crate) struct Inner {
     _lock: Option<FileLock>,
 }
 
+/// Sets the store's background error if dropped during a panic.
+struct StopWritesOnPanic<'a>(&'a Inner);
+
+impl Drop for StopWritesOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0
+                .set_bg_error_message("a write panicked; the log's tail is unknown".into());
+        }
+    }
+}
+
 /// Locks a mutex, recovering from poisoning: every critical section leaves its state
-/// consistent before anything that could panic, so the data is still sound.
+/// consistent before anything that could panic, so the data is still sound. The
+/// writer's cannot (a file system's append or sync may panic midway), so it stops
+/// writes if it unwinds ([`StopWritesOnPanic`]) and a later writer finds the error.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -742,6 +756,9 @@ impl Inner {
         batch.check_limits()?;
         let mut w = lock(&self.writer);
         self.check_bg_error()?;
+        // A panic below (a file system's append or sync, say) leaves the log's tail
+        // and the sequence numbers unknown: stop taking writes, as an error does.
+        let _poison = StopWritesOnPanic(self);
         w = self.make_room(w)?;
         let seq = w.next_seq;
         let n = batch.len() as u64;
@@ -864,6 +881,7 @@ impl Inner {
     /// Makes the memtable immutable and starts a new one backed by a new WAL.
     /// The old WAL is synced first, so only the newest WAL can ever have a torn tail.
     fn freeze(&self, w: &mut Writer) -> Result<()> {
+        let _poison = StopWritesOnPanic(self);
         let result = (|| {
             w.wal.sync()?;
             let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);

@@ -463,6 +463,40 @@ fn a_panic_in_background_work_reaches_writers_as_an_error() {
     assert_eq!(db.get("k000000").unwrap().as_deref(), Some(&[7u8; 100][..]));
 }
 
+/// A panic inside a write's log sync (a file system of the application's, say) leaves
+/// the log's tail unknown: the store must stop taking writes, as a failed sync does.
+/// It went on, the next writes took the panicked write's sequence number again, and
+/// the next open refused the log as corrupt (a stale record before valid ones), with
+/// every acknowledged write in it.
+#[test]
+fn a_panic_in_a_writes_log_sync_stops_writes_and_the_store_reopens() {
+    use bloomkv_kv::fs::mem::MemFileSystem;
+
+    let mem = MemFileSystem::new();
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let options = |fs: Arc<dyn bloomkv_kv::fs::FileSystem>| Options {
+        sync_writes: true,
+        file_system: fs,
+        ..Options::default()
+    };
+    let db = Db::open("/db", options(Arc::new(fs.clone()))).unwrap();
+    db.put("a", "1").unwrap();
+    fs.set_plan(FaultPlan::nth(1, &[OpKind::Sync], Fault::Panic));
+    let put = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.put("b", "2")));
+    assert!(put.is_err() && fs.fired(), "the sync did not panic");
+    fs.set_plan(FaultPlan::none());
+    let after = db.put("c", "3");
+    assert!(
+        matches!(&after, Err(Error::Closed(why)) if why.contains("panicked")),
+        "{after:?}"
+    );
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    drop(db);
+    let db = Db::open("/db", options(Arc::new(mem))).unwrap();
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get("c").unwrap(), None);
+}
+
 /// A caller's `flush` and `compact` get their turn while a writer keeps the background
 /// thread busy: it hands the maintenance lock over between two steps. It kept it for
 /// as long as it found work, so a call waited while the writer went on (980,064 of
