@@ -464,8 +464,8 @@ impl Db {
     /// [`MAX_BATCH_LEN`](crate::MAX_BATCH_LEN) (256 MiB encoded) is `InvalidArgument`:
     /// that write is refused and the store goes on taking writes. A failed append or
     /// sync of the log, a failed switch to a new log, a failed flush or compaction (a
-    /// full disk, say) or a panic in background work stops the store's writes until it
-    /// is reopened: later writes, flushes and compactions return `Error::Closed` with
+    /// full disk, say) or a panic in background work or in the log's own file calls
+    /// stops the store's writes until it is reopened: later writes, flushes and compactions return `Error::Closed` with
     /// the cause, reads go on, and nothing acknowledged is lost.
     ///
     /// Under sustained load a write may wait for background work: see
