@@ -9,4 +9,4 @@ pub use bloomkv_kv as kv;
 pub use bloomkv_filter::*;
 pub use bloomkv_kv::*;
 
-pub mod bench;
+pub use bloomkv_bench as bench;

@@ -949,7 +949,7 @@ fn sweep_panels(bits: &[SweepPoint], probes: &[SweepPoint]) -> Vec<(Panel, bool)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::leveled::LevelRow;
+    use crate::leveled::LevelRow;
     use bloomkv_kv::LevelStats;
 
     /// Every text box of every panel lies inside its panel and touches no other.
