@@ -1,7 +1,7 @@
 //! `cargo bench --bench disk_io_savings [-- FLAGS]`: the same benchmark as
 //! `cargo run --release -- bench [FLAGS]`, run by cargo's bench harness.
 
-use bloomkv::bench::{self, BenchArgs};
+use bloomkv_bench::{self as bench, BenchArgs};
 use clap::Parser;
 
 #[derive(Parser)]

@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use bloomkv::bench::{key, load, BenchStore, BloomkvStore, FilterSetting, NoProgress, Workload};
+use bloomkv_bench::{key, load, BenchStore, BloomkvStore, FilterSetting, NoProgress, Workload};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

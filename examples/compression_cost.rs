@@ -20,7 +20,7 @@ use bloomkv::kv::{Compression, Db, Options};
 /// The benchmark's own values: half random bytes, half one byte repeated.
 fn value(i: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(100);
-    bloomkv::bench::fill_value(&mut v, i, 100);
+    bloomkv_bench::fill_value(&mut v, i, 100);
     v
 }
 

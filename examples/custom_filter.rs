@@ -20,9 +20,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use bloomkv::bench::{key, lookup_keys, Phase, Workload};
 use bloomkv::{Db, FilterBuilder, FilterError, FilterInfo, FilterKind, FilterPolicy};
 use bloomkv::{FilterReader, KeyHash, Options};
+use bloomkv_bench::{key, lookup_keys, Phase, Workload};
 use rand::{rngs::StdRng, seq::SliceRandom, SeedableRng};
 use serde_json::{json, Value};
 use xorf::{BinaryFuse8, Filter};

@@ -26,8 +26,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use bloomkv::bench::{key, load, lookup_keys, BloomkvStore, NoProgress, Phase, Workload};
 use bloomkv::kv::{Db, FilterKind, Options};
+use bloomkv_bench::{key, load, lookup_keys, BloomkvStore, NoProgress, Phase, Workload};
 
 const GETS: usize = 400_000;
 

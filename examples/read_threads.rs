@@ -33,7 +33,7 @@
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use bloomkv::bench::{load, lookup_keys, BloomkvStore, FilterSetting, NoProgress, Phase, Workload};
+use bloomkv_bench::{load, lookup_keys, BloomkvStore, FilterSetting, NoProgress, Phase, Workload};
 
 /// CPU nanoseconds this thread has run (Linux), or 0 where unknown.
 fn thread_cpu_ns() -> u64 {

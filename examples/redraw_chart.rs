@@ -8,7 +8,7 @@
 //!
 //! Each `FILE.json` gets its `FILE.svg` rewritten.
 
-use bloomkv::bench::{render_range_svg, render_savings_svg, RangeRow, Row};
+use bloomkv_bench::{render_range_svg, render_savings_svg, RangeRow, Row};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files: Vec<String> = std::env::args().skip(1).collect();

@@ -2,6 +2,10 @@
 //!
 //! The SSTable Bloom filter block ([`bloomkv_filter`]) and the LSM store that uses it
 //! to skip disk reads ([`bloomkv_kv`]), re-exported from one crate.
+//!
+//! The default `cli` feature adds the `bloomkv` command line and the benchmark
+//! (`bloomkv::bench`); with `default-features = false` the library compiles the filter
+//! and kv crates alone.
 
 pub use bloomkv_filter as filter;
 pub use bloomkv_kv as kv;
@@ -9,4 +13,9 @@ pub use bloomkv_kv as kv;
 pub use bloomkv_filter::*;
 pub use bloomkv_kv::*;
 
-pub mod bench;
+/// The bytes a get returns ([`Db::get`]): a cheaply cloned, reference-counted buffer.
+pub use bytes::Bytes;
+
+/// The disk-I/O savings benchmark (the `bloomkv-bench` crate), for the command line.
+#[cfg(feature = "cli")]
+pub use bloomkv_bench as bench;

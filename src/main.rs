@@ -10,9 +10,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bloomkv::bench::{self, BenchArgs};
 use bloomkv::kv::{self, Db, Options};
 use bloomkv::sizing;
+use bloomkv_bench::{self as bench, BenchArgs};
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]

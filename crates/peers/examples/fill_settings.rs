@@ -17,8 +17,8 @@
 //! `ONLY` keeps just the rows whose name contains one of its comma-separated parts
 //! (`fjall,defaults`, ...).
 
-use bloomkv::bench::{BenchError, BloomkvStore, Workload};
 use bloomkv::kv::Options;
+use bloomkv_bench::{BenchError, BloomkvStore, Workload};
 use bloomkv_peers::fill::{fill, levels_text, AutoStore};
 use bloomkv_peers::{CacheSize, FjallFilter, FjallStore, Layout};
 

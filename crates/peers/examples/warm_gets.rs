@@ -22,7 +22,7 @@
 
 use std::time::Instant;
 
-use bloomkv::bench::{
+use bloomkv_bench::{
     key, load, lookup_keys, BenchError, BenchStore, BloomkvStore, FilterSetting, NoProgress, Phase,
     Workload,
 };

@@ -1,7 +1,7 @@
-//! bloomkv with its own compaction on, as a [`BenchStore`](bloomkv::bench::BenchStore): the timed fill and the
+//! bloomkv with its own compaction on, as a [`BenchStore`](bloomkv_bench::BenchStore): the timed fill and the
 //! leveled shape.
 //!
-//! The flat shape's bloomkv store (`bloomkv::bench::BloomkvStore`) holds compaction
+//! The flat shape's bloomkv store (`bloomkv_bench::BloomkvStore`) holds compaction
 //! off and cuts a table per `end_table`. Here the store runs as an application would
 //! open it: `Options::default()` (compaction on, sync off, its 8 MiB block cache),
 //! with the row's filter and cache, and for the leveled shape the small level
@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 
-use bloomkv::bench::{BenchError, BloomkvStore};
 use bloomkv::kv::{FilterAllocation, FilterKind, Options};
+use bloomkv_bench::{BenchError, BloomkvStore};
 
 use crate::{CacheSize, Layout};
 
@@ -50,7 +50,7 @@ pub fn open_auto(
     };
     match layout {
         Layout::Flat => {
-            return Err("the flat shape's bloomkv store is bloomkv::bench::BloomkvStore".into())
+            return Err("the flat shape's bloomkv store is bloomkv_bench::BloomkvStore".into())
         }
         Layout::Defaults => {}
         Layout::SmallLevels => {

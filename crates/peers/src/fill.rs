@@ -9,11 +9,11 @@
 //!
 //! **Leveled shape.** The same fill into a store with small level budgets, settled,
 //! then the workload's absent and present gets, measured by the very same phase code
-//! as the flat shape (`bloomkv::bench::run_phase`).
+//! as the flat shape (`bloomkv_bench::run_phase`).
 
 use std::time::Instant;
 
-use bloomkv::bench::{
+use bloomkv_bench::{
     key, run_phase, BenchError, BenchStore, BloomkvStore, NoProgress, Phase, Row, Workload, KEY_LEN,
 };
 use rand::rngs::StdRng;
@@ -134,6 +134,6 @@ pub fn run_leveled(
         let result = run_phase(&*s, w, phase, &NoProgress)?;
         rows.push(Row::new(&s.label(), phase, &result, &shape, w.keys));
     }
-    bloomkv::bench::check_lookups(&rows)?;
+    bloomkv_bench::check_lookups(&rows)?;
     Ok((filled, rows))
 }

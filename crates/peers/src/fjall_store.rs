@@ -32,8 +32,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use bloomkv::sizing;
+use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use fjall::compaction::Leveled;
 use fjall::config::{
     BloomConstructionPolicy, CompressionPolicy, FilterPolicy, FilterPolicyEntry, PinningPolicy,

@@ -1,6 +1,6 @@
 //! A store under another row label, so bloomkv's rows say "bloomkv" beside the peers.
 
-use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
+use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 
 /// `S` with its rows labeled `label`; everything else passes through.
 pub struct Labeled<S> {

@@ -1,7 +1,7 @@
 //! bloomkv's disk-I/O savings workload run on peer LSM stores, side by side with bloomkv.
 //!
-//! Every store here implements the facade's [`BenchStore`](bloomkv::bench::BenchStore),
-//! so the very same workload code (`bloomkv::bench::run_store`: same keys, same
+//! Every store here implements the benchmark's [`BenchStore`](bloomkv_bench::BenchStore),
+//! so the very same workload code (`bloomkv_bench::run_store`: same keys, same
 //! shuffled load order, same number of tables, same lookups) drives each of them, and
 //! their rows land in one table. Each store is set up as its maintainers ship it —
 //! its own default block cache, its own filter policy where it has one — plus rows at
@@ -36,7 +36,7 @@ pub use labeled::Labeled;
 #[cfg(feature = "rocksdb")]
 pub use rocksdb_store::RocksDbStore;
 
-pub use bloomkv::bench::check_lookups;
+pub use bloomkv_bench::check_lookups;
 
 /// How a store lays its tables out for a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,9 +96,9 @@ pub const SMALL_LEVEL1: u64 = 256 << 10;
 /// be scheduled just after a flush finishes), at most `limit`; an error if the store
 /// never goes idle.
 pub fn wait_idle(
-    mut busy: impl FnMut() -> Result<bool, bloomkv::bench::BenchError>,
+    mut busy: impl FnMut() -> Result<bool, bloomkv_bench::BenchError>,
     limit: std::time::Duration,
-) -> Result<(), bloomkv::bench::BenchError> {
+) -> Result<(), bloomkv_bench::BenchError> {
     let started = std::time::Instant::now();
     let mut quiet = 0;
     while quiet < 5 {

@@ -15,11 +15,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use bloomkv::bench::{
+use bloomkv::kv::{FilterAllocation, FilterKind, Options};
+use bloomkv_bench::{
     compare_to_baseline, render_savings_svg, run_stores, Allocation, AllocationRun, BenchArgs,
     BenchError, BenchStore, BloomkvStore, FilterSetting, Row, WorkDir, Workload,
 };
-use bloomkv::kv::{FilterAllocation, FilterKind, Options};
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::environment::Environment;
 use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};

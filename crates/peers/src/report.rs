@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use bloomkv::bench::{Phase, Row, Workload};
+use bloomkv_bench::{Phase, Row, Workload};
 use serde::Serialize;
 
 use crate::environment::Environment;
@@ -438,7 +438,7 @@ pub fn print_settings(settings: &[Setting]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bloomkv::bench::{FilterShape, PhaseResult, StoreCounters};
+    use bloomkv_bench::{FilterShape, PhaseResult, StoreCounters};
 
     fn row(label: &str, phase: Phase, nanos: u128, reads: u64) -> Row {
         let result = PhaseResult {

@@ -28,8 +28,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bloomkv::bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use bloomkv::sizing;
+use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use rocksdb::statistics::{StatsLevel, Ticker};
 use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
 

@@ -1,8 +1,8 @@
 //! fjall driven through bloomkv's benchmark workload, at a small scale: the flat
 //! shape with each filter setup, and the fill and leveled shape with compaction on.
 
-use bloomkv::bench::{run_store, BenchStore, NoProgress, Phase, Workload};
 use bloomkv::kv::{FilterAllocation, FilterKind};
+use bloomkv_bench::{run_store, BenchStore, NoProgress, Phase, Workload};
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::fill::{self, AutoStore};
 use bloomkv_peers::{check_lookups, open_auto, CacheSize, FjallFilter, FjallStore, Layout};

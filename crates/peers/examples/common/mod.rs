@@ -1,6 +1,6 @@
 //! What the peers' examples share: their positional arguments and medians.
 
-use bloomkv::bench::BenchError;
+use bloomkv_bench::BenchError;
 
 /// The program's arguments after its name.
 pub struct Args(Vec<String>);

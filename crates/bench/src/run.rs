@@ -16,8 +16,8 @@ use super::{
     time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase,
     Progress, Report, SweepPoint, WorkDir, Workload,
 };
-use crate::bench::prefix::GROUP as PREFIX_GROUP;
-use crate::bench::report::Machine;
+use crate::prefix::GROUP as PREFIX_GROUP;
+use crate::report::Machine;
 
 /// Flags of `bloomkv bench` (and of `cargo bench --bench disk_io_savings`).
 #[derive(Debug, Clone, Args)]

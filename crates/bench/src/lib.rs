@@ -18,6 +18,10 @@
 //!
 //! The workload talks to a store only through [`BenchStore`], so the very same code
 //! runs on bloomkv without a filter, with each Bloom layout, and on peer stores.
+//!
+//! A crate of its own (not published): the `bloomkv` command line (`bloomkv bench`,
+//! re-exported as `bloomkv::bench` under its `cli` feature) and `bloomkv-peers` run it;
+//! an application that embeds bloomkv does not compile it.
 
 mod chart;
 mod leveled;

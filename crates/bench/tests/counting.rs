@@ -1,6 +1,6 @@
 //! The benchmark's counting on a small store: exact for no filter, bounded for filters.
 
-use bloomkv::bench::{
+use bloomkv_bench::{
     load, lookup_keys, os_read_disagreements, run_phase, run_prefix_phases, BenchStore,
     BloomkvStore, FilterSetting, NoProgress, Phase, Row, Workload,
 };
@@ -133,14 +133,14 @@ fn scan_phases_on_two_threads_count_what_one_thread_counts() {
             threads,
             ..Workload::default()
         };
-        let work = bloomkv::bench::WorkDir::new(None).unwrap();
+        let work = bloomkv_bench::WorkDir::new(None).unwrap();
         run_prefix_phases(&w, &work, 400, &NoProgress).unwrap().0
     };
     let (one, two) = (rows(1), rows(2));
     assert_eq!(one.len(), 4);
     for (a, b) in one.iter().zip(&two) {
         assert_eq!((a.threads, b.threads), (1, 2));
-        let counts = |r: &bloomkv::bench::PrefixRow| {
+        let counts = |r: &bloomkv_bench::PrefixRow| {
             (
                 r.extractor.clone(),
                 r.phase,
