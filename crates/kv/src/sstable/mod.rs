@@ -95,14 +95,17 @@ mod tests;
 use std::fmt;
 
 pub use builder::{
-    TableBuilder, TableOptions, TableSummary, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE,
+    RangeFilterOptions, TableBuilder, TableOptions, TableSummary, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES,
+    PAGE_SIZE,
 };
+pub use compression::Compression;
 pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
-pub(crate) use reader::Hit;
 pub use reader::{FilterState, RangeFilterState, Table};
+// The store still names a get's hit here; it lives with the rest of the vocabulary.
+pub(crate) use crate::types::Hit;
 pub use verify::{check_file, BlockProblem};
 
 /// Which part of a table file a block (or an error) belongs to.

@@ -42,9 +42,8 @@ use super::{BlockKind, Malformed};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::keycmp;
-use crate::memtable::READ_LATEST;
 use crate::stats::{self, Counters, ReadTally};
-use crate::types::{Entry, SeqNo, ValueKind};
+use crate::types::{Entry, Hit, SeqNo, READ_LATEST};
 
 /// Whether a table's lookups consult a filter, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,35 +67,6 @@ pub enum RangeFilterState {
     NotWritten,
     /// The range filter block failed to validate; scans read the table.
     Corrupt(String),
-}
-
-/// What a get found in a table or a memtable for a key the caller holds: the
-/// version's sequence number, kind and value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Hit {
-    pub(crate) seq: SeqNo,
-    pub(crate) kind: ValueKind,
-    pub(crate) value: Bytes,
-}
-
-impl Hit {
-    /// The value a get returns: the value of a put, nothing for a tombstone.
-    pub(crate) fn live_value(self) -> Option<Bytes> {
-        match self.kind {
-            ValueKind::Put => Some(self.value),
-            ValueKind::Delete => None,
-        }
-    }
-
-    /// The hit as an entry of `key`.
-    pub(crate) fn into_entry(self, key: Bytes) -> Entry {
-        Entry {
-            key,
-            seq: self.seq,
-            kind: self.kind,
-            value: self.value,
-        }
-    }
 }
 
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.

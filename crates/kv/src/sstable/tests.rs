@@ -98,20 +98,20 @@ fn random_tables_round_trip() {
             },
             prefix_extractor: None,
             compression: if round % 5 < 2 {
-                crate::options::Compression::Lz4
+                Compression::Lz4
             } else {
-                crate::options::Compression::None
+                Compression::None
             },
             // Every third table carries a range filter too (format version 4).
-            range_filter: (round % 3 == 1).then(crate::options::RangeFilterOptions::default),
+            range_filter: (round % 3 == 1).then(RangeFilterOptions::default),
             // Aligned in 5 rounds of 7 (format version 5 when also uncompressed).
             block_align: round % 7 < 5,
         };
         let with_range = options.range_filter.is_some();
         let expected_version = match (&options.compression, options.block_align, with_range) {
-            (crate::options::Compression::None, true, _) => 5,
-            (crate::options::Compression::None, false, false) => 2,
-            (crate::options::Compression::Lz4, _, false) => 3,
+            (Compression::None, true, _) => 5,
+            (Compression::None, false, false) => 2,
+            (Compression::Lz4, _, false) => 3,
             (_, _, true) => 4,
         };
         let (data, summary) = build(&entries, options);
@@ -819,8 +819,8 @@ fn lz4_tables_round_trip_and_are_version_3() {
         compression,
         ..exact_options(4096)
     };
-    let (raw, _) = build(&entries, options(crate::options::Compression::None));
-    let (packed, _) = build(&entries, options(crate::options::Compression::Lz4));
+    let (raw, _) = build(&entries, options(Compression::None));
+    let (packed, _) = build(&entries, options(Compression::Lz4));
     assert!(
         packed.len() * 10 < raw.len() * 7,
         "{} vs {}",
@@ -844,7 +844,7 @@ fn lz4_tables_round_trip_and_are_version_3() {
 fn every_byte_flip_in_lz4_data_blocks_is_detected() {
     let entries = compressible_entries(150);
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         ..exact_options(1024)
     };
     let (data, _) = build(&entries, options);
@@ -970,7 +970,7 @@ fn aligned_blocks_touch_as_few_pages_as_their_size_allows() {
 fn compressed_tables_are_not_padded() {
     let entries = compressible_entries(300);
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         block_align: true,
         ..exact_options(4096)
     };
@@ -1038,7 +1038,7 @@ fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
         })
         .collect();
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         ..exact_options(4096)
     };
     let (data, _) = build(&entries, options);
@@ -1077,7 +1077,7 @@ fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
 #[test]
 fn verify_bounds_a_range_filter_handle_before_reading_it() {
     let options = TableOptions {
-        range_filter: Some(crate::options::RangeFilterOptions::default()),
+        range_filter: Some(RangeFilterOptions::default()),
         ..exact_options(128)
     };
     let (data, _) = build(&small_entries(), options);
