@@ -35,6 +35,7 @@ use super::footer::{
     BlockHandle, Footer, ALIGNED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION,
     RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION,
 };
+use super::format::{padding_before, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 use super::index::{shortest_separator, IndexBuilder};
 use super::properties::TableProperties;
 use super::show_key;
@@ -43,17 +44,6 @@ use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::prefix::PrefixExtractor;
 use crate::types::{SeqNo, ValueKind};
-
-/// The largest key plus value one entry may hold. Keeps every block, and so every
-/// restart offset, far below 4 GiB.
-pub const MAX_ENTRY_BYTES: usize = 1 << 30;
-
-/// The largest `block_size` honoured; larger values are lowered to it.
-pub const MAX_BLOCK_SIZE: usize = 1 << 30;
-
-/// The page aligned data blocks are laid out against: the unit in which an OS caches
-/// and reads a file (4 KiB on the platforms the store runs on).
-pub const PAGE_SIZE: u64 = 4096;
 
 /// Zero bytes for the padding in front of an aligned block (less than a page).
 const PADDING: [u8; PAGE_SIZE as usize] = [0; PAGE_SIZE as usize];
@@ -498,20 +488,6 @@ impl TableBuilder {
     fn write_failed(&mut self, e: io::Error) -> Error {
         self.failed = true;
         io_error("write", &self.path, e)
-    }
-}
-
-/// Zero bytes to write at `offset` before a block of `len` bytes so that it touches no
-/// more pages than it must: the rest of the page when the block would cross a page
-/// boundary that starting on the next one avoids, else none. `verify` holds a version 5
-/// table's gaps to the same rule.
-pub(crate) fn padding_before(offset: u64, len: u64) -> u64 {
-    let into_page = offset % PAGE_SIZE;
-    let pages_here = (into_page + len).div_ceil(PAGE_SIZE);
-    if into_page != 0 && pages_here > len.div_ceil(PAGE_SIZE) {
-        PAGE_SIZE - into_page
-    } else {
-        0
     }
 }
 

@@ -42,7 +42,7 @@
 //! alternated five times: 1,972–2,444 → 1,926–2,338 ns per get, 2–9% less in each
 //! pair; a raw store's gets measured the same (three pairs).
 
-use super::builder::MAX_BLOCK_SIZE;
+use super::format::MAX_BLOCK_SIZE;
 pub(crate) use super::lz4::Lz4Writer;
 use super::trailer::BLOCK_TRAILER_SIZE;
 use super::Malformed;

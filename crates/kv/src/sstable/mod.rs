@@ -79,6 +79,7 @@ mod builder;
 mod compression;
 mod file;
 mod footer;
+mod format;
 mod index;
 mod iter;
 mod lz4;
@@ -94,13 +95,11 @@ mod tests;
 
 use std::fmt;
 
-pub use builder::{
-    RangeFilterOptions, TableBuilder, TableOptions, TableSummary, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES,
-    PAGE_SIZE,
-};
+pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
 pub use compression::Compression;
 pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
 pub use reader::{FilterState, RangeFilterState, Table};

@@ -9,7 +9,7 @@ use bloomkv_filter::KeyHash;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::builder::PAGE_SIZE;
+use super::format::PAGE_SIZE;
 use super::test_util::*;
 use super::*;
 use crate::error::Error;
