@@ -355,7 +355,7 @@ fn every_flipped_byte_gives_the_right_answer_or_corruption() {
     let entries = small_entries();
     let (data, _) = build(&entries, exact_options(128));
     let clean = open(data.clone()).0.unwrap();
-    let footer = reader::read_footer(&clean.inner.file, data.len() as u64).unwrap();
+    let footer = file::read_footer(&clean.inner.file, data.len() as u64).unwrap();
     let filter = footer.filter.unwrap();
     let filter_range = filter.offset as usize..filter.end().unwrap() as usize;
     let is_named_corruption =
@@ -617,7 +617,7 @@ fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
 fn verify_refuses_properties_of_another_version_than_the_footer() {
     let (mut data, _) = build(&small_entries(), exact_options(128));
     let table = open(data.clone()).0.unwrap();
-    let footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    let footer = file::read_footer(&table.inner.file, table.inner.file_size).unwrap();
     assert_eq!(footer.version, footer::FORMAT_VERSION);
     let h = footer.properties;
     let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
@@ -1082,7 +1082,7 @@ fn verify_bounds_a_range_filter_handle_before_reading_it() {
     };
     let (data, _) = build(&small_entries(), options);
     let table = open(data.clone()).0.unwrap();
-    let mut footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    let mut footer = file::read_footer(&table.inner.file, table.inner.file_size).unwrap();
     let mut props = table.properties().clone();
     let range = props.range_filter.expect("a range filter was built");
     // The properties are the last block before the footer: rewrite them in place.
