@@ -288,11 +288,11 @@ pub struct Options {
     /// `max_open_files`). `create_if_missing` is ignored. Default `false`.
     pub read_only: bool,
     /// Bytes of decoded data blocks kept in memory, shared by all tables (see
-    /// `block_cache.rs`); 0 = no cache, every data block a get needs is read from its
-    /// file. Default 8 MiB: the setting the benchmarks give the peers, which holds a
-    /// hot set of about 2,000 4-KiB blocks. Not counted in it: the cache's admission
-    /// table (8 bytes per 4 KiB of capacity, at most 8 MiB) and, per thread that reads
-    /// compressed blocks, one buffer of stored bytes (at most 64 KiB).
+    /// `sstable/block_cache.rs`); 0 = no cache, every data block a get needs is read
+    /// from its file. Default 8 MiB: the setting the benchmarks give the peers, which
+    /// holds a hot set of about 2,000 4-KiB blocks. Not counted in it: the cache's
+    /// admission table (8 bytes per 4 KiB of capacity, at most 8 MiB) and, per thread
+    /// that reads compressed blocks, one buffer of stored bytes (at most 64 KiB).
     pub block_cache_size: usize,
     /// How new tables store their data blocks: [`Compression::None`] (the default) or
     /// [`Compression::Lz4`], per block, recorded in each block's trailer. Tables keep

@@ -14,15 +14,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::block::Block;
+use super::block_cache::BlockCache;
 use super::compression;
 use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
+use super::table_cache::FileSlot;
 use super::trailer::{self, BLOCK_TRAILER_SIZE};
 use super::{BlockKind, Malformed};
-use crate::block_cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::stats::{self, Counters};
-use crate::table_cache::FileSlot;
 
 /// The largest buffer a thread keeps for its next block read.
 const MAX_SPARE: usize = 64 << 10;
