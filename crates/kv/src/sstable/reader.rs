@@ -17,7 +17,7 @@
 //! a policy this store does not know is ignored too. The same holds for the range
 //! filter block a scan consults ([`Table::may_contain_range`]): one that fails to open
 //! leaves every scan reading the table (`range_filter_corrupt`). Anything else that fails to
-//! validate is [`Error::Corruption`] naming the file.
+//! validate is [`Error::Corruption`](crate::Error::Corruption) naming the file.
 
 use std::fmt;
 use std::ops::Bound;
@@ -230,7 +230,8 @@ impl Table {
     }
 
     /// Starts loading the filter memory a lookup of `hash` will read (no-op without a
-    /// filter). See [`FilterReader::prefetch_hash`].
+    /// filter). See
+    /// [`FilterReader::prefetch_hash`](bloomkv_filter::FilterReader::prefetch_hash).
     #[inline]
     pub fn prefetch_filter(&self, hash: KeyHash) {
         if let Some(filter) = &self.inner.filter {
