@@ -2,6 +2,11 @@
 //!
 //! Every field has a documented default (see [`Options::default`]); [`Options::validate`]
 //! runs at `Db::open` and turns a nonsensical setting into `Error::InvalidArgument`.
+//!
+//! The choices a user makes here are defined here too ([`FilterKind`],
+//! [`FilterAllocation`], [`WalRecovery`]), so the modules that act on them import them
+//! from below; the table-format settings ([`Compression`], [`RangeFilterOptions`]) live
+//! with the table in `sstable/`, and the store's limits in `types.rs`.
 
 use std::fmt;
 use std::sync::Arc;

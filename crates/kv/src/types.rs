@@ -1,4 +1,8 @@
 //! The small vocabulary shared by the write path, the tables and the read path.
+//!
+//! Sequence numbers, entries, what a get finds, the number of levels and the limits on
+//! keys, values and batches. It imports nothing from the rest of the crate, so every
+//! module can name these without importing one that imports it.
 
 use bytes::Bytes;
 
