@@ -37,7 +37,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::options::{Options, NUM_LEVELS};
+use crate::options::Options;
+use crate::types::NUM_LEVELS;
 use crate::version::{TableHandle, Version};
 
 /// A chosen compaction: the input tables and the level the output goes to.

@@ -48,22 +48,10 @@ use bloomkv_filter::{BloomLayout, BloomPolicy, FilterPolicy, RibbonPolicy};
 
 use crate::compaction;
 use crate::error::{Error, Result};
-use crate::options::{FilterKind, Options, NUM_LEVELS};
+pub use crate::options::FilterAllocation;
+use crate::options::{FilterKind, Options};
+use crate::types::NUM_LEVELS;
 use crate::version::{TableHandle, Version};
-
-/// How filter memory is split across levels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FilterAllocation {
-    /// `bits_per_key` on every table of every level (what LevelDB, RocksDB and fjall
-    /// do).
-    #[default]
-    Uniform,
-    /// The same total filter memory as `Uniform`, split so each level's false-positive
-    /// rate is proportional to its size (Monkey): fewer wasted reads per absent get.
-    /// A level gets at most 30 bits per key; above 30 bits per key (where false
-    /// positives are already below 1e-5) the plan is `Uniform`'s.
-    Monkey,
-}
 
 /// Step of the greedy search, in bits per key.
 const STEP: f64 = 0.05;

@@ -71,19 +71,16 @@ pub mod write_batch;
 
 pub use db::Db;
 pub use error::{Error, Result};
-pub use filter_plan::FilterAllocation;
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
-pub use options::{
-    Compression, FilterKind, Options, RangeFilterOptions, MAX_BATCH_LEN, MAX_KEY_LEN,
-    MAX_VALUE_LEN, NUM_LEVELS,
-};
+pub use options::{FilterAllocation, FilterKind, Options, WalRecovery};
 pub use prefix::{FixedPrefix, PrefixExtractor};
-pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome, WalRecovery};
+pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome};
 pub use repair::{repair, MovedTable, RepairReport};
 pub use scan::ScanIter;
 pub use snapshot::Snapshot;
+pub use sstable::{Compression, RangeFilterOptions};
 pub use stats::{
     Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,
 };
-pub use types::{Entry, SeqNo, ValueKind};
+pub use types::{Entry, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
 pub use write_batch::WriteBatch;

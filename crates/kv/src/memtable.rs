@@ -68,8 +68,8 @@ use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::{map, SkipMap};
 
 use crate::keycmp;
-use crate::sstable::Hit;
-use crate::types::{Entry, SeqNo, ValueKind};
+pub use crate::types::READ_LATEST;
+use crate::types::{Entry, Hit, SeqNo, ValueKind};
 
 /// Bytes charged per write on top of key and value: roughly a skip-list node or a
 /// version record (the key and value handles, sequence number, kind and links).
@@ -77,9 +77,6 @@ pub const ENTRY_OVERHEAD: usize = 64;
 
 /// How many entries an [`OwnedRange`] copies out of the skip list per refill.
 const RANGE_BATCH: usize = 128;
-
-/// The newest sequence number: reads at it see every applied write.
-pub const READ_LATEST: SeqNo = SeqNo::MAX;
 
 /// The longest key kept inside its skip-list node (a `MemKey` is then no larger
 /// than the `Bytes` it replaces plus its tag).

@@ -2,6 +2,11 @@
 //!
 //! Every field has a documented default (see [`Options::default`]); [`Options::validate`]
 //! runs at `Db::open` and turns a nonsensical setting into `Error::InvalidArgument`.
+//!
+//! The choices a user makes here are defined here too ([`FilterKind`],
+//! [`FilterAllocation`], [`WalRecovery`]), so the modules that act on them import them
+//! from below; the table-format settings ([`Compression`], [`RangeFilterOptions`]) live
+//! with the table in `sstable/`, and the store's limits in `types.rs`.
 
 use std::fmt;
 use std::sync::Arc;
@@ -10,12 +15,13 @@ use bloomkv_filter::{
     BloomPolicy, FilterError, FilterPolicy, KeyHash, RangeFilterBuilder, RibbonPolicy,
     MAX_BITS_PER_KEY, MIN_BITS_PER_KEY,
 };
+use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::filter_plan::FilterAllocation;
 use crate::fs::{FileSystem, OsFileSystem};
 use crate::prefix::PrefixExtractor;
-use crate::recovery::WalRecovery;
+use crate::sstable::{Compression, RangeFilterOptions};
+pub(crate) use crate::types::NUM_LEVELS;
 
 /// Which filter each new table carries.
 ///
@@ -63,6 +69,78 @@ impl PartialEq for FilterKind {
             (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
         }
     }
+}
+
+/// How filter memory is split across levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FilterAllocation {
+    /// `bits_per_key` on every table of every level (what LevelDB, RocksDB and fjall
+    /// do).
+    #[default]
+    Uniform,
+    /// The same total filter memory as `Uniform`, split so each level's false-positive
+    /// rate is proportional to its size (Monkey): fewer wasted reads per absent get.
+    /// A level gets at most 30 bits per key; above 30 bits per key (where false
+    /// positives are already below 1e-5) the plan is `Uniform`'s.
+    Monkey,
+}
+
+/// What recovery does with WAL bytes that are not a valid record (`Options::wal_recovery`).
+///
+/// A record is valid when its header and payload checksums verify, its payload
+/// decodes as a write batch, and its sequence numbers continue above everything
+/// recovered before it. The modes differ in what they do at the first invalid one:
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum WalRecovery {
+    /// The default. In the newest log, an invalid record after which no valid record
+    /// can be found (the scan tries every later offset) is a torn tail: a crash cut
+    /// the last write short, or the file system extended the file without its data,
+    /// or a reused file still holds an older log's bytes. It is dropped, reported and
+    /// counted, and never written after. An invalid record with a valid record after
+    /// it, or any invalid record in a log that a newer log follows (older logs were
+    /// synced before the newer one started), is [`Error::Corruption`] naming the file
+    /// and offset: dropping it would lose acknowledged writes. So is an invalid
+    /// record whose log the scan stopped searching ([`crate::wal::scan_wal`]: a log
+    /// crafted with more verifying headers than damage leaves), since whether valid
+    /// records follow is then unknown. One crash without `sync_writes` can look like
+    /// such damage: the kernel may write a log's unsynced pages back out of order, so
+    /// a power loss can leave an earlier page unwritten (zeros) with valid records
+    /// after it. This mode refuses that log too, naming it; `PointInTime` opens it,
+    /// keeping what precedes the hole.
+    #[default]
+    TolerateCorruptTail,
+    /// Stop at the first invalid record in any log: keep every record before it,
+    /// drop the rest of that log and every newer log, and report what was dropped.
+    /// The store comes back as it was at one moment in time, possibly older than the
+    /// last acknowledged write. New writes number above every record it dropped, so a
+    /// dropped log that comes back (for `repair`) never outranks them. RocksDB's
+    /// default.
+    PointInTime,
+    /// Any byte of any log that is not part of a valid record is
+    /// [`Error::Corruption`], a torn tail included. For stores that must never lose an
+    /// acknowledged write silently, written with `sync_writes` (a crash mid-append
+    /// leaves a tail this mode refuses; `repair` or another mode then opens the store).
+    AbsoluteConsistency,
+    /// Salvage: skip every invalid stretch, keep every valid record in every log, and
+    /// report how many stretches and bytes were skipped. Later writes may then be
+    /// present while an earlier one is missing. LevelDB's default behaviour.
+    SkipCorrupted,
+}
+
+impl fmt::Display for WalRecovery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl WalRecovery {
+    /// Every mode, the default first.
+    pub const ALL: [WalRecovery; 4] = [
+        WalRecovery::TolerateCorruptTail,
+        WalRecovery::PointInTime,
+        WalRecovery::AbsoluteConsistency,
+        WalRecovery::SkipCorrupted,
+    ];
 }
 
 /// Store configuration. `Options::default()` is a sound start; change what you need.
@@ -215,11 +293,11 @@ pub struct Options {
     /// `max_open_files`). `create_if_missing` is ignored. Default `false`.
     pub read_only: bool,
     /// Bytes of decoded data blocks kept in memory, shared by all tables (see
-    /// `block_cache.rs`); 0 = no cache, every data block a get needs is read from its
-    /// file. Default 8 MiB: the setting the benchmarks give the peers, which holds a
-    /// hot set of about 2,000 4-KiB blocks. Not counted in it: the cache's admission
-    /// table (8 bytes per 4 KiB of capacity, at most 8 MiB) and, per thread that reads
-    /// compressed blocks, one buffer of stored bytes (at most 64 KiB).
+    /// `sstable/block_cache.rs`); 0 = no cache, every data block a get needs is read
+    /// from its file. Default 8 MiB: the setting the benchmarks give the peers, which
+    /// holds a hot set of about 2,000 4-KiB blocks. Not counted in it: the cache's
+    /// admission table (8 bytes per 4 KiB of capacity, at most 8 MiB) and, per thread
+    /// that reads compressed blocks, one buffer of stored bytes (at most 64 KiB).
     pub block_cache_size: usize,
     /// How new tables store their data blocks: [`Compression::None`] (the default) or
     /// [`Compression::Lz4`], per block, recorded in each block's trailer. Tables keep
@@ -231,72 +309,6 @@ pub struct Options {
     /// `None`: no range filters.
     pub range_filter: Option<RangeFilterOptions>,
 }
-
-/// The range filter each new table carries (Grafite; `bloomkv_filter::RangeFilterBuilder`).
-///
-/// A range of `l` mapped keys (`l ≤ max_range_len`) that holds none of a table's keys
-/// reads that table with probability at most `l / 2^(bits_per_key − 2)`; longer ranges
-/// and ranges with an open end read it as before. Keys map to integers by the (up to)
-/// 8 bytes after the table's common key prefix, so range lengths are counted there.
-///
-/// ```
-/// use bloomkv_kv::{Options, RangeFilterOptions};
-/// let options = Options {
-///     range_filter: Some(RangeFilterOptions::default()),
-///     ..Options::default()
-/// };
-/// assert!(options.validate().is_ok());
-/// assert_eq!(RangeFilterOptions::default().bits_per_key, 16.0);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RangeFilterOptions {
-    /// Bits spent per key, 3..=40. Default 16: a false-positive rate of at most
-    /// `l / 16384` for a range of `l` keys, so an empty range of 16 keys over ten
-    /// overlapping tables costs at most 0.01 reads, and one of 64 keys at most 0.04.
-    pub bits_per_key: f64,
-    /// The longest range, in mapped keys, the filter answers; longer ones read the
-    /// table. Default 64: its worst rate, `64 / 16384` ≈ 0.4%, still saves 99.6% of the
-    /// reads, and the ranges a store sees empty most (the next page, the next second,
-    /// "is this id taken?") are short. Raising it costs no memory, but the rate grows
-    /// with the range's length.
-    pub max_range_len: u64,
-}
-
-impl Default for RangeFilterOptions {
-    fn default() -> RangeFilterOptions {
-        RangeFilterOptions {
-            bits_per_key: 16.0,
-            max_range_len: 64,
-        }
-    }
-}
-
-/// How a data block is stored on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Stored as built.
-    #[default]
-    None,
-    /// LZ4 block format (`lz4_flex`), kept only where it saves at least 12.5% of the
-    /// block (else the block is stored raw, as RocksDB does).
-    Lz4,
-}
-
-/// Deepest level a table can live on (L0 .. L6, as in LevelDB).
-pub const NUM_LEVELS: usize = 7;
-
-/// The longest key accepted (bytes).
-pub const MAX_KEY_LEN: usize = 64 * 1024;
-
-/// The longest value accepted (bytes).
-pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
-
-/// The largest encoded write batch accepted (bytes, see
-/// [`WriteBatch::approximate_size`](crate::WriteBatch::approximate_size)): a batch is
-/// one WAL record, and a record holds at most this much. A batch of five 60 MiB values
-/// is over it and is refused with `InvalidArgument` (the store goes on); split it into
-/// several batches.
-pub const MAX_BATCH_LEN: usize = crate::wal::MAX_RECORD_LEN;
 
 impl Default for Options {
     fn default() -> Self {

@@ -36,67 +36,10 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::memtable::Memtable;
+pub(crate) use crate::options::WalRecovery;
 use crate::types::SeqNo;
 use crate::wal::{self, BadRecord, Span};
 use crate::write_batch::{self, DecodedBatch};
-
-/// What recovery does with WAL bytes that are not a valid record (`Options::wal_recovery`).
-///
-/// A record is valid when its header and payload checksums verify, its payload
-/// decodes as a write batch, and its sequence numbers continue above everything
-/// recovered before it. The modes differ in what they do at the first invalid one:
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub enum WalRecovery {
-    /// The default. In the newest log, an invalid record after which no valid record
-    /// can be found (the scan tries every later offset) is a torn tail: a crash cut
-    /// the last write short, or the file system extended the file without its data,
-    /// or a reused file still holds an older log's bytes. It is dropped, reported and
-    /// counted, and never written after. An invalid record with a valid record after
-    /// it, or any invalid record in a log that a newer log follows (older logs were
-    /// synced before the newer one started), is [`Error::Corruption`] naming the file
-    /// and offset: dropping it would lose acknowledged writes. So is an invalid
-    /// record whose log the scan stopped searching ([`crate::wal::scan_wal`]: a log
-    /// crafted with more verifying headers than damage leaves), since whether valid
-    /// records follow is then unknown. One crash without `sync_writes` can look like
-    /// such damage: the kernel may write a log's unsynced pages back out of order, so
-    /// a power loss can leave an earlier page unwritten (zeros) with valid records
-    /// after it. This mode refuses that log too, naming it; `PointInTime` opens it,
-    /// keeping what precedes the hole.
-    #[default]
-    TolerateCorruptTail,
-    /// Stop at the first invalid record in any log: keep every record before it,
-    /// drop the rest of that log and every newer log, and report what was dropped.
-    /// The store comes back as it was at one moment in time, possibly older than the
-    /// last acknowledged write. New writes number above every record it dropped, so a
-    /// dropped log that comes back (for `repair`) never outranks them. RocksDB's
-    /// default.
-    PointInTime,
-    /// Any byte of any log that is not part of a valid record is
-    /// [`Error::Corruption`], a torn tail included. For stores that must never lose an
-    /// acknowledged write silently, written with `sync_writes` (a crash mid-append
-    /// leaves a tail this mode refuses; `repair` or another mode then opens the store).
-    AbsoluteConsistency,
-    /// Salvage: skip every invalid stretch, keep every valid record in every log, and
-    /// report how many stretches and bytes were skipped. Later writes may then be
-    /// present while an earlier one is missing. LevelDB's default behaviour.
-    SkipCorrupted,
-}
-
-impl fmt::Display for WalRecovery {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
-
-impl WalRecovery {
-    /// Every mode, the default first.
-    pub const ALL: [WalRecovery; 4] = [
-        WalRecovery::TolerateCorruptTail,
-        WalRecovery::PointInTime,
-        WalRecovery::AbsoluteConsistency,
-        WalRecovery::SkipCorrupted,
-    ];
-}
 
 /// A stretch of a log that recovery did not replay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 
-use crate::options::NUM_LEVELS;
+use crate::types::NUM_LEVELS;
 
 /// How many stripes the read path's counters are split into. Threads take stripes
 /// round robin as they first count something, so up to this many threads each count

@@ -1,4 +1,8 @@
 //! The small vocabulary shared by the write path, the tables and the read path.
+//!
+//! Sequence numbers, entries, what a get finds, the number of levels and the limits on
+//! keys, values and batches. It imports nothing from the rest of the crate, so every
+//! module can name these without importing one that imports it.
 
 use bytes::Bytes;
 
@@ -10,6 +14,28 @@ pub type SeqNo = u64;
 /// any number a file supplies cannot overflow. A log record or manifest past it is
 /// corrupt.
 pub const MAX_SEQ: SeqNo = u64::MAX >> 1;
+
+/// The newest sequence number: reads at it see every applied write.
+pub const READ_LATEST: SeqNo = SeqNo::MAX;
+
+/// Deepest level a table can live on (L0 .. L6, as in LevelDB).
+pub const NUM_LEVELS: usize = 7;
+
+/// The longest key accepted (bytes).
+pub const MAX_KEY_LEN: usize = 64 * 1024;
+
+/// The longest value accepted (bytes).
+pub const MAX_VALUE_LEN: usize = 64 * 1024 * 1024;
+
+/// The largest payload a record may carry (256 MiB), enforced on write and on read.
+pub const MAX_RECORD_LEN: usize = 256 << 20;
+
+/// The largest encoded write batch accepted (bytes, see
+/// [`WriteBatch::approximate_size`](crate::WriteBatch::approximate_size)): a batch is
+/// one WAL record, and a record holds at most this much. A batch of five 60 MiB values
+/// is over it and is refused with `InvalidArgument` (the store goes on); split it into
+/// several batches.
+pub const MAX_BATCH_LEN: usize = MAX_RECORD_LEN;
 
 /// Whether an entry sets a value or deletes the key (a tombstone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,4 +69,33 @@ pub struct Entry {
     pub kind: ValueKind,
     /// The value (empty for a tombstone).
     pub value: Bytes,
+}
+
+/// What a get found in a table or a memtable for a key the caller holds: the
+/// version's sequence number, kind and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Hit {
+    pub(crate) seq: SeqNo,
+    pub(crate) kind: ValueKind,
+    pub(crate) value: Bytes,
+}
+
+impl Hit {
+    /// The value a get returns: the value of a put, nothing for a tombstone.
+    pub(crate) fn live_value(self) -> Option<Bytes> {
+        match self.kind {
+            ValueKind::Put => Some(self.value),
+            ValueKind::Delete => None,
+        }
+    }
+
+    /// The hit as an entry of `key`.
+    pub(crate) fn into_entry(self, key: Bytes) -> Entry {
+        Entry {
+            key,
+            seq: self.seq,
+            kind: self.kind,
+            value: self.value,
+        }
+    }
 }

@@ -16,11 +16,9 @@ use bloomkv_filter::{KeyHash, RibbonProbe};
 
 use crate::error::Result;
 use crate::keycmp;
-use crate::options::NUM_LEVELS;
-use crate::sstable::Hit;
 use crate::sstable::Table;
 use crate::stats::ReadTally;
-use crate::types::SeqNo;
+use crate::types::{Hit, SeqNo, NUM_LEVELS};
 
 /// A live table: its number and level in the store, and the opened reader.
 #[derive(Debug)]
@@ -297,11 +295,10 @@ mod tests {
     use bloomkv_filter::{FilterPolicy, RibbonPolicy};
 
     use super::*;
-    use crate::memtable::READ_LATEST;
     use crate::sstable::test_util::{build, path, MemFile, TestEntry};
     use crate::sstable::TableOptions;
     use crate::stats::Counters;
-    use crate::types::ValueKind;
+    use crate::types::{ValueKind, READ_LATEST};
 
     /// With a Ribbon filter in every L0 table, a get asks the filters side by side
     /// (`RibbonProbe`); it must answer, and tally, as asking each table through its

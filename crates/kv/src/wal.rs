@@ -61,12 +61,10 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WritableFile};
+pub use crate::types::MAX_RECORD_LEN;
 
 /// Bytes before each payload: crc (4), len (4), type (1), header crc (4).
 pub const HEADER_LEN: usize = 13;
-
-/// The largest payload a record may carry (256 MiB), enforced on write and on read.
-pub const MAX_RECORD_LEN: usize = 256 << 20;
 
 /// The record type of a whole write batch.
 const TYPE_FULL: u8 = 1;

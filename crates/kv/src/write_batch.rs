@@ -36,8 +36,7 @@ use bytes::Bytes;
 
 use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
-use crate::options::{MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
-use crate::types::{Entry, SeqNo, ValueKind, MAX_SEQ};
+use crate::types::{Entry, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_SEQ, MAX_VALUE_LEN};
 
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
 pub const HEADER_LEN: usize = 12;

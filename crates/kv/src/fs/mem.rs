@@ -17,7 +17,7 @@
 //! This is the model the store is written against (POSIX with `fsync` and a directory
 //! `fsync`): a rename or creation not followed by a directory sync may vanish, and
 //! bytes not followed by a file sync may vanish, wholly or in part. Tests use it with
-//! [`FaultFileSystem`](super::fault::FaultFileSystem) to crash the store at every
+//! [`FaultFileSystem`](crate::fs::fault::FaultFileSystem) to crash the store at every
 //! file operation and check what it recovers.
 //!
 //! ```

@@ -30,31 +30,20 @@ use bloomkv_filter::{FilterBuilder, FilterPolicy, KeyHash, RangeFilterBuilder};
 use bytes::Bytes;
 
 use super::block_builder::BlockBuilder;
-use super::compression;
+use super::compression::{self, Compression};
 use super::footer::{
     BlockHandle, Footer, ALIGNED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION,
     RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION,
 };
+use super::format::{padding_before, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 use super::index::{shortest_separator, IndexBuilder};
 use super::properties::TableProperties;
 use super::show_key;
 use super::trailer;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
-use crate::options::{Compression, RangeFilterOptions};
 use crate::prefix::PrefixExtractor;
 use crate::types::{SeqNo, ValueKind};
-
-/// The largest key plus value one entry may hold. Keeps every block, and so every
-/// restart offset, far below 4 GiB.
-pub const MAX_ENTRY_BYTES: usize = 1 << 30;
-
-/// The largest `block_size` honoured; larger values are lowered to it.
-pub const MAX_BLOCK_SIZE: usize = 1 << 30;
-
-/// The page aligned data blocks are laid out against: the unit in which an OS caches
-/// and reads a file (4 KiB on the platforms the store runs on).
-pub const PAGE_SIZE: u64 = 4096;
 
 /// Zero bytes for the padding in front of an aligned block (less than a page).
 const PADDING: [u8; PAGE_SIZE as usize] = [0; PAGE_SIZE as usize];
@@ -101,6 +90,45 @@ impl Default for TableOptions {
             compression: Compression::None,
             range_filter: None,
             block_align: true,
+        }
+    }
+}
+
+/// The range filter each new table carries (Grafite; `bloomkv_filter::RangeFilterBuilder`).
+///
+/// A range of `l` mapped keys (`l ≤ max_range_len`) that holds none of a table's keys
+/// reads that table with probability at most `l / 2^(bits_per_key − 2)`; longer ranges
+/// and ranges with an open end read it as before. Keys map to integers by the (up to)
+/// 8 bytes after the table's common key prefix, so range lengths are counted there.
+///
+/// ```
+/// use bloomkv_kv::{Options, RangeFilterOptions};
+/// let options = Options {
+///     range_filter: Some(RangeFilterOptions::default()),
+///     ..Options::default()
+/// };
+/// assert!(options.validate().is_ok());
+/// assert_eq!(RangeFilterOptions::default().bits_per_key, 16.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RangeFilterOptions {
+    /// Bits spent per key, 3..=40. Default 16: a false-positive rate of at most
+    /// `l / 16384` for a range of `l` keys, so an empty range of 16 keys over ten
+    /// overlapping tables costs at most 0.01 reads, and one of 64 keys at most 0.04.
+    pub bits_per_key: f64,
+    /// The longest range, in mapped keys, the filter answers; longer ones read the
+    /// table. Default 64: its worst rate, `64 / 16384` ≈ 0.4%, still saves 99.6% of the
+    /// reads, and the ranges a store sees empty most (the next page, the next second,
+    /// "is this id taken?") are short. Raising it costs no memory, but the rate grows
+    /// with the range's length.
+    pub max_range_len: u64,
+}
+
+impl Default for RangeFilterOptions {
+    fn default() -> RangeFilterOptions {
+        RangeFilterOptions {
+            bits_per_key: 16.0,
+            max_range_len: 64,
         }
     }
 }
@@ -460,20 +488,6 @@ impl TableBuilder {
     fn write_failed(&mut self, e: io::Error) -> Error {
         self.failed = true;
         io_error("write", &self.path, e)
-    }
-}
-
-/// Zero bytes to write at `offset` before a block of `len` bytes so that it touches no
-/// more pages than it must: the rest of the page when the block would cross a page
-/// boundary that starting on the next one avoids, else none. `verify` holds a version 5
-/// table's gaps to the same rule.
-pub(crate) fn padding_before(offset: u64, len: u64) -> u64 {
-    let into_page = offset % PAGE_SIZE;
-    let pages_here = (into_page + len).div_ceil(PAGE_SIZE);
-    if into_page != 0 && pages_here > len.div_ceil(PAGE_SIZE) {
-        PAGE_SIZE - into_page
-    } else {
-        0
     }
 }
 

@@ -42,10 +42,21 @@
 //! alternated five times: 1,972–2,444 → 1,926–2,338 ns per get, 2–9% less in each
 //! pair; a raw store's gets measured the same (three pairs).
 
-use super::builder::MAX_BLOCK_SIZE;
+use super::format::MAX_BLOCK_SIZE;
 pub(crate) use super::lz4::Lz4Writer;
 use super::trailer::BLOCK_TRAILER_SIZE;
 use super::Malformed;
+
+/// How a data block is stored on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Stored as built.
+    #[default]
+    None,
+    /// LZ4 block format (`lz4_flex`), kept only where it saves at least 12.5% of the
+    /// block (else the block is stored raw, as RocksDB does).
+    Lz4,
+}
 
 /// Bytes of the length prefix in front of an LZ4 block.
 const RAW_LEN_SIZE: usize = 4;

@@ -14,15 +14,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::block::Block;
+use super::block_cache::BlockCache;
 use super::compression;
-use super::footer::BlockHandle;
+use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
+use super::table_cache::FileSlot;
 use super::trailer::{self, BLOCK_TRAILER_SIZE};
 use super::{BlockKind, Malformed};
-use crate::block_cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::stats::{self, Counters};
-use crate::table_cache::FileSlot;
 
 /// The largest buffer a thread keeps for its next block read.
 const MAX_SPARE: usize = 64 << 10;
@@ -269,4 +269,16 @@ impl TableFile {
             format!("{op} {}: {e}", self.path.display()),
         ))
     }
+}
+
+/// Reads and validates the footer of a `file_size`-byte table.
+pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
+    let footer_at = file_size.checked_sub(FOOTER_SIZE as u64).ok_or_else(|| {
+        Error::corruption(
+            file.path(),
+            format!("file is {file_size} bytes, shorter than the {FOOTER_SIZE}-byte footer"),
+        )
+    })?;
+    let bytes = file.read(footer_at, FOOTER_SIZE)?;
+    Footer::decode(&bytes, file_size).map_err(|m| file.corruption(BlockKind::Footer, footer_at, m))
 }

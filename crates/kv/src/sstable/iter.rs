@@ -16,7 +16,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::block::BlockIter;
-use super::reader::TableInner;
+use super::inner::TableInner;
 use super::BlockKind;
 use crate::error::Result;
 use crate::types::Entry;

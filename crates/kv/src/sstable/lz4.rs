@@ -3,10 +3,10 @@
 //! An LZ4 block is a run of *sequences*: some literal bytes, then a *match* — copy
 //! `length` bytes starting `offset` bytes back in what was already decoded. The format
 //! lets a writer choose any match it likes, and the reader (`lz4_flex`'s decoder, see
-//! [`super::compression`]) copies most of them sixteen bytes at a time — but a match
-//! that overlaps its own output (`offset < length`, or a long match with
-//! `offset < length + 15`) a byte at a time. On a data block of values like the
-//! benchmark's (half random bytes, half one byte repeated) `lz4_flex`'s own writer
+//! [`compression`](crate::sstable::compression)) copies most of them sixteen bytes at
+//! a time — but a match that overlaps its own output (`offset < length`, or a long
+//! match with `offset < length + 15`) a byte at a time. On a data block of values like
+//! the benchmark's (half random bytes, half one byte repeated) `lz4_flex`'s own writer
 //! splits each run of the repeated byte into a short match and one that starts a byte
 //! or two back, an overlapping match, and decompression spends most of its time in
 //! those byte loops (a profile of `examples/compression_cost.rs` shows it).

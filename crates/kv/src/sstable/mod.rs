@@ -38,7 +38,9 @@
 //! (two positioned reads), validates them, and keeps index and filter in memory. A
 //! point lookup then costs no read at all when the filter says "absent", and exactly
 //! one read (one data block with its trailer) otherwise. All reads go through
-//! [`TableFile`], which counts them.
+//! [`TableFile`], which counts them. A store's tables read through two caches it
+//! shares among them: `table_cache.rs` bounds the open files and reopens a closed one
+//! on demand, `block_cache.rs` keeps decoded data blocks.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -75,15 +77,19 @@
 
 pub mod block;
 mod block_builder;
+mod block_cache;
 mod builder;
 mod compression;
 mod file;
 mod footer;
+mod format;
 mod index;
+mod inner;
 mod iter;
 mod lz4;
 mod properties;
 mod reader;
+mod table_cache;
 mod trailer;
 mod verify;
 
@@ -94,15 +100,18 @@ mod tests;
 
 use std::fmt;
 
-pub use builder::{
-    TableBuilder, TableOptions, TableSummary, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE,
-};
+pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
+pub use compression::Compression;
 pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
+pub use inner::{FilterState, RangeFilterState};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
-pub(crate) use reader::Hit;
-pub use reader::{FilterState, RangeFilterState, Table};
+pub use reader::Table;
+pub(crate) use table_cache::TableCache;
+// The store still names a get's hit here; it lives with the rest of the vocabulary.
+pub(crate) use crate::types::Hit;
 pub use verify::{check_file, BlockProblem};
 
 /// Which part of a table file a block (or an error) belongs to.

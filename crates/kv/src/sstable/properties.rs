@@ -49,10 +49,10 @@ use bytes::Bytes;
 
 use super::compression::{LZ4_MAX_EXPANSION, MIN_LZ4_BLOCK_LEN};
 use super::footer::{
-    BlockHandle, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
+    BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
     RANGE_FILTER_FORMAT_VERSION,
 };
-use super::Malformed;
+use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
 use crate::types::SeqNo;
 
@@ -247,6 +247,35 @@ fn name_field(buf: &[u8], pos: &mut usize, what: &str) -> Result<String, Malform
     std::str::from_utf8(name)
         .map(str::to_owned)
         .map_err(|_| Malformed(format!("{what} is not UTF-8")))
+}
+
+/// Where the properties contradict the footer (`meta_end`: where the footer starts),
+/// as the block to blame, its offset and why: another format version, or a filter
+/// policy named for a table the footer gives no filter. `Table::open` and `verify`
+/// both refuse these.
+pub(crate) fn disagrees_with_footer(
+    footer: &Footer,
+    properties: &TableProperties,
+    meta_end: u64,
+) -> Option<(BlockKind, u64, Malformed)> {
+    if properties.format_version != footer.version {
+        return Some((
+            BlockKind::Properties,
+            footer.properties.offset,
+            Malformed(format!(
+                "format version {} disagrees with the footer's {}",
+                properties.format_version, footer.version
+            )),
+        ));
+    }
+    if footer.filter.is_none() && !properties.filter_policy.is_empty() {
+        return Some((
+            BlockKind::Footer,
+            meta_end,
+            "properties name a filter policy but the footer has no filter".into(),
+        ));
+    }
+    None
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! a policy this store does not know is ignored too. The same holds for the range
 //! filter block a scan consults ([`Table::may_contain_range`]): one that fails to open
 //! leaves every scan reading the table (`range_filter_corrupt`). Anything else that fails to
-//! validate is [`Error::Corruption`] naming the file.
+//! validate is [`Error::Corruption`](crate::Error::Corruption) naming the file.
 
 use std::fmt;
 use std::ops::Bound;
@@ -25,95 +25,30 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bloomkv_filter::{
-    FilterInfo, FilterPolicy, FilterReader, KeyHash, RangeFilterReader, RangeFilterStats,
-    RibbonProbe,
+    FilterInfo, FilterPolicy, KeyHash, RangeFilterReader, RangeFilterStats, RibbonProbe,
 };
 use bytes::Bytes;
 
 use super::block::Lookup;
-use super::file::TableFile;
-use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
+use super::file::{read_footer, TableFile};
+use super::footer::{BlockHandle, FOOTER_SIZE};
 use super::index::IndexBlock;
+use super::inner::{FilterState, RangeFilterState, TableInner};
 use super::iter::{TableIter, TableRevIter};
-use super::properties::TableProperties;
+use super::properties::{disagrees_with_footer, TableProperties};
 use super::trailer;
 use super::verify::{self, BlockProblem};
 use super::{BlockKind, Malformed};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::fs::RandomAccessFile;
 use crate::keycmp;
-use crate::memtable::READ_LATEST;
 use crate::stats::{self, Counters, ReadTally};
-use crate::types::{Entry, SeqNo, ValueKind};
-
-/// Whether a table's lookups consult a filter, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FilterState {
-    /// The filter block is loaded and consulted.
-    Loaded,
-    /// The table was written without a filter policy.
-    NotWritten,
-    /// The filter block failed to validate; lookups read data blocks instead.
-    Corrupt(String),
-    /// The table's filter was written by a policy not among those the store was given.
-    UnknownPolicy(String),
-}
-
-/// Whether a table's scans consult a range filter, and if not, why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RangeFilterState {
-    /// The range filter block is loaded and consulted by scans with both bounds set.
-    Loaded,
-    /// The table was written without a range filter (or before they existed).
-    NotWritten,
-    /// The range filter block failed to validate; scans read the table.
-    Corrupt(String),
-}
-
-/// What a get found in a table or a memtable for a key the caller holds: the
-/// version's sequence number, kind and value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Hit {
-    pub(crate) seq: SeqNo,
-    pub(crate) kind: ValueKind,
-    pub(crate) value: Bytes,
-}
-
-impl Hit {
-    /// The value a get returns: the value of a put, nothing for a tombstone.
-    pub(crate) fn live_value(self) -> Option<Bytes> {
-        match self.kind {
-            ValueKind::Put => Some(self.value),
-            ValueKind::Delete => None,
-        }
-    }
-
-    /// The hit as an entry of `key`.
-    pub(crate) fn into_entry(self, key: Bytes) -> Entry {
-        Entry {
-            key,
-            seq: self.seq,
-            kind: self.kind,
-            value: self.value,
-        }
-    }
-}
+use crate::types::{Entry, Hit, SeqNo, READ_LATEST};
 
 /// An open, immutable table. Cheap to clone; clones share the loaded metadata.
 #[derive(Clone)]
 pub struct Table {
     pub(crate) inner: Arc<TableInner>,
-}
-
-pub(crate) struct TableInner {
-    pub(crate) file: TableFile,
-    pub(crate) file_size: u64,
-    pub(crate) properties: TableProperties,
-    pub(crate) index: IndexBlock,
-    pub(crate) filter: Option<Box<dyn FilterReader>>,
-    pub(crate) filter_state: FilterState,
-    pub(crate) range_filter: Option<RangeFilterReader>,
-    pub(crate) range_filter_state: RangeFilterState,
 }
 
 impl fmt::Debug for Table {
@@ -295,7 +230,8 @@ impl Table {
     }
 
     /// Starts loading the filter memory a lookup of `hash` will read (no-op without a
-    /// filter). See [`FilterReader::prefetch_hash`].
+    /// filter). See
+    /// [`FilterReader::prefetch_hash`](bloomkv_filter::FilterReader::prefetch_hash).
     #[inline]
     pub fn prefetch_filter(&self, hash: KeyHash) {
         if let Some(filter) = &self.inner.filter {
@@ -583,45 +519,4 @@ impl Table {
     pub fn drop_cache(&self) -> Result<()> {
         self.inner.file.drop_cache()
     }
-}
-
-/// Where the properties contradict the footer (`meta_end`: where the footer starts),
-/// as the block to blame, its offset and why: another format version, or a filter
-/// policy named for a table the footer gives no filter. `Table::open` and `verify`
-/// both refuse these.
-pub(crate) fn disagrees_with_footer(
-    footer: &Footer,
-    properties: &TableProperties,
-    meta_end: u64,
-) -> Option<(BlockKind, u64, Malformed)> {
-    if properties.format_version != footer.version {
-        return Some((
-            BlockKind::Properties,
-            footer.properties.offset,
-            Malformed(format!(
-                "format version {} disagrees with the footer's {}",
-                properties.format_version, footer.version
-            )),
-        ));
-    }
-    if footer.filter.is_none() && !properties.filter_policy.is_empty() {
-        return Some((
-            BlockKind::Footer,
-            meta_end,
-            "properties name a filter policy but the footer has no filter".into(),
-        ));
-    }
-    None
-}
-
-/// Reads and validates the footer of a `file_size`-byte table.
-pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
-    let footer_at = file_size.checked_sub(FOOTER_SIZE as u64).ok_or_else(|| {
-        Error::corruption(
-            file.path(),
-            format!("file is {file_size} bytes, shorter than the {FOOTER_SIZE}-byte footer"),
-        )
-    })?;
-    let bytes = file.read(footer_at, FOOTER_SIZE)?;
-    Footer::decode(&bytes, file_size).map_err(|m| file.corruption(BlockKind::Footer, footer_at, m))
 }

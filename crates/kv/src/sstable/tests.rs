@@ -9,7 +9,7 @@ use bloomkv_filter::KeyHash;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::builder::PAGE_SIZE;
+use super::format::PAGE_SIZE;
 use super::test_util::*;
 use super::*;
 use crate::error::Error;
@@ -98,20 +98,20 @@ fn random_tables_round_trip() {
             },
             prefix_extractor: None,
             compression: if round % 5 < 2 {
-                crate::options::Compression::Lz4
+                Compression::Lz4
             } else {
-                crate::options::Compression::None
+                Compression::None
             },
             // Every third table carries a range filter too (format version 4).
-            range_filter: (round % 3 == 1).then(crate::options::RangeFilterOptions::default),
+            range_filter: (round % 3 == 1).then(RangeFilterOptions::default),
             // Aligned in 5 rounds of 7 (format version 5 when also uncompressed).
             block_align: round % 7 < 5,
         };
         let with_range = options.range_filter.is_some();
         let expected_version = match (&options.compression, options.block_align, with_range) {
-            (crate::options::Compression::None, true, _) => 5,
-            (crate::options::Compression::None, false, false) => 2,
-            (crate::options::Compression::Lz4, _, false) => 3,
+            (Compression::None, true, _) => 5,
+            (Compression::None, false, false) => 2,
+            (Compression::Lz4, _, false) => 3,
             (_, _, true) => 4,
         };
         let (data, summary) = build(&entries, options);
@@ -355,7 +355,7 @@ fn every_flipped_byte_gives_the_right_answer_or_corruption() {
     let entries = small_entries();
     let (data, _) = build(&entries, exact_options(128));
     let clean = open(data.clone()).0.unwrap();
-    let footer = reader::read_footer(&clean.inner.file, data.len() as u64).unwrap();
+    let footer = file::read_footer(&clean.inner.file, data.len() as u64).unwrap();
     let filter = footer.filter.unwrap();
     let filter_range = filter.offset as usize..filter.end().unwrap() as usize;
     let is_named_corruption =
@@ -617,7 +617,7 @@ fn a_checksummed_block_claiming_a_huge_restart_count_is_corruption() {
 fn verify_refuses_properties_of_another_version_than_the_footer() {
     let (mut data, _) = build(&small_entries(), exact_options(128));
     let table = open(data.clone()).0.unwrap();
-    let footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    let footer = file::read_footer(&table.inner.file, table.inner.file_size).unwrap();
     assert_eq!(footer.version, footer::FORMAT_VERSION);
     let h = footer.properties;
     let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
@@ -819,8 +819,8 @@ fn lz4_tables_round_trip_and_are_version_3() {
         compression,
         ..exact_options(4096)
     };
-    let (raw, _) = build(&entries, options(crate::options::Compression::None));
-    let (packed, _) = build(&entries, options(crate::options::Compression::Lz4));
+    let (raw, _) = build(&entries, options(Compression::None));
+    let (packed, _) = build(&entries, options(Compression::Lz4));
     assert!(
         packed.len() * 10 < raw.len() * 7,
         "{} vs {}",
@@ -844,7 +844,7 @@ fn lz4_tables_round_trip_and_are_version_3() {
 fn every_byte_flip_in_lz4_data_blocks_is_detected() {
     let entries = compressible_entries(150);
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         ..exact_options(1024)
     };
     let (data, _) = build(&entries, options);
@@ -970,7 +970,7 @@ fn aligned_blocks_touch_as_few_pages_as_their_size_allows() {
 fn compressed_tables_are_not_padded() {
     let entries = compressible_entries(300);
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         block_align: true,
         ..exact_options(4096)
     };
@@ -1038,7 +1038,7 @@ fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
         })
         .collect();
     let options = TableOptions {
-        compression: crate::options::Compression::Lz4,
+        compression: Compression::Lz4,
         ..exact_options(4096)
     };
     let (data, _) = build(&entries, options);
@@ -1077,12 +1077,12 @@ fn raw_and_lz4_blocks_read_in_any_order_by_one_thread() {
 #[test]
 fn verify_bounds_a_range_filter_handle_before_reading_it() {
     let options = TableOptions {
-        range_filter: Some(crate::options::RangeFilterOptions::default()),
+        range_filter: Some(RangeFilterOptions::default()),
         ..exact_options(128)
     };
     let (data, _) = build(&small_entries(), options);
     let table = open(data.clone()).0.unwrap();
-    let mut footer = reader::read_footer(&table.inner.file, table.inner.file_size).unwrap();
+    let mut footer = file::read_footer(&table.inner.file, table.inner.file_size).unwrap();
     let mut props = table.properties().clone();
     let range = props.range_filter.expect("a range filter was built");
     // The properties are the last block before the footer: rewrite them in place.

@@ -15,12 +15,11 @@ use std::sync::Arc;
 use bloomkv_filter::RangeFilterReader;
 use bytes::Bytes;
 
-use super::builder::padding_before;
-use super::file::TableFile;
+use super::file::{read_footer, TableFile};
 use super::footer::{ALIGNED_FORMAT_VERSION, FOOTER_SIZE};
+use super::format::padding_before;
 use super::index::IndexBlock;
-use super::properties::TableProperties;
-use super::reader::{disagrees_with_footer, read_footer};
+use super::properties::{disagrees_with_footer, TableProperties};
 use super::BlockKind;
 use crate::error::Error;
 use crate::fs::RandomAccessFile;

@@ -1,0 +1,50 @@
+//! What an open table keeps in memory, shared by its lookups and its iterators: the
+//! file it reads data blocks through, the properties, the index, and the filters with
+//! the reason each one is or is not consulted.
+//!
+//! A [`Table`](super::Table) is a cheap handle on one `Arc<TableInner>`; the iterators
+//! hold a clone of the same `Arc`, so a scan keeps reading a table its store has let go
+//! of. It sits below both the reader (`reader.rs`), which builds it when a table opens,
+//! and the iterators (`iter.rs`), which walk its blocks.
+
+use bloomkv_filter::{FilterReader, RangeFilterReader};
+
+use super::file::TableFile;
+use super::index::IndexBlock;
+use super::properties::TableProperties;
+
+/// Whether a table's lookups consult a filter, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FilterState {
+    /// The filter block is loaded and consulted.
+    Loaded,
+    /// The table was written without a filter policy.
+    NotWritten,
+    /// The filter block failed to validate; lookups read data blocks instead.
+    Corrupt(String),
+    /// The table's filter was written by a policy not among those the store was given.
+    UnknownPolicy(String),
+}
+
+/// Whether a table's scans consult a range filter, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeFilterState {
+    /// The range filter block is loaded and consulted by scans with both bounds set.
+    Loaded,
+    /// The table was written without a range filter (or before they existed).
+    NotWritten,
+    /// The range filter block failed to validate; scans read the table.
+    Corrupt(String),
+}
+
+/// The loaded state of one open table.
+pub(crate) struct TableInner {
+    pub(crate) file: TableFile,
+    pub(crate) file_size: u64,
+    pub(crate) properties: TableProperties,
+    pub(crate) index: IndexBlock,
+    pub(crate) filter: Option<Box<dyn FilterReader>>,
+    pub(crate) filter_state: FilterState,
+    pub(crate) range_filter: Option<RangeFilterReader>,
+    pub(crate) range_filter_state: RangeFilterState,
+}
