@@ -1,6 +1,6 @@
 //! What one load that misses the CPU caches costs on this machine: a pointer chase over
 //! a random cycle through `MiB` of cache lines, each load waiting for the one before.
-//! The figures docs/ARCHITECTURE.md quotes for a cached get's waits come from here.
+//! The figures docs/notes/2026-12-cached-get.md quotes for a cached get's waits come from here.
 //!
 //! ```text
 //! cargo run --release --example memory_latency -- [MiB ...]    (default 1 8 32 128 512)

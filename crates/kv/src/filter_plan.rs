@@ -36,7 +36,7 @@
 //! ten-to-one ratios as the tree grows, and so do the plans. On a real tree the gain
 //! is smaller than the table above, because the upper levels cover only part of the
 //! key space (the benchmark's L3 and L4 are asked by 2.5% and 23% of absent gets):
-//! README, "The leveled shape". `optimize_filters_for_hits` (RocksDB's name) gives
+//! `docs/notes/2026-12-monkey-on-a-real-tree.md`. `optimize_filters_for_hits` (RocksDB's name) gives
 //! the deepest non-empty level no filter: lookups for keys that exist mostly end
 //! there anyway. Monkey then splits only what Uniform spends on the other levels.
 

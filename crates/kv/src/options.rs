@@ -197,7 +197,7 @@ pub struct Options {
     /// on a cold start of a store that fits in memory: there the second page an
     /// unaligned read fetches is often one a later read needs, so the benchmark's cold
     /// phases ran 30–40% slower aligned (fewer, larger device reads unaligned). Numbers
-    /// and commands: `docs/ARCHITECTURE.md`. Ignored with compression, whose blocks
+    /// and commands: `docs/notes/2026-12-page-alignment.md`. Ignored with compression, whose blocks
     /// vary in size. Tables written either way keep opening; builds that predate
     /// format version 5 cannot open aligned tables.
     pub block_align: bool,

@@ -2,8 +2,8 @@
 //! `max_open_files`, every key stays readable, and a panic in background work reaches
 //! writers as an error. The bytes flushes and compactions write are counted exactly.
 //!
-//! `BLOOMKV_FILL_SECS` sets how long the fill runs (default 3 s). The figures in the
-//! README come from `BLOOMKV_FILL_SECS=20 cargo test --release -p bloomkv-kv --test
+//! `BLOOMKV_FILL_SECS` sets how long the fill runs (default 3 s). The figures in
+//! docs/BENCHMARKS.md ("Writes under sustained load") come from `BLOOMKV_FILL_SECS=20 cargo test --release -p bloomkv-kv --test
 //! backpressure -- --nocapture`.
 
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ fn a_sustained_fill_keeps_l0_and_open_files_bounded() {
     );
 }
 
-/// The default options with 4,000-byte values, for the README's figures:
+/// The default options with 4,000-byte values, for docs/BENCHMARKS.md's figures:
 /// `cargo test --release -p bloomkv-kv --test backpressure -- --ignored --nocapture`.
 #[test]
 #[ignore = "release figures: 20 s of writes at the default options"]

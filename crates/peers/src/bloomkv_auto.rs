@@ -57,7 +57,7 @@ pub fn open_auto(
             options.memtable_size = crate::SMALL_MEMTABLE;
             options.target_file_size = crate::SMALL_TABLE;
             options.level1_max_bytes = crate::SMALL_LEVEL1;
-            // Fixed level budgets, as the leveled table in the README was measured.
+            // Fixed level budgets, as the leveled table in docs/BENCHMARKS.md was measured.
             options.dynamic_level_bytes = false;
         }
     }

@@ -231,7 +231,7 @@ impl Block {
         let buf = self.entries();
         // Asked again on a hit, though the cache asked when it cloned the block
         // (`block_cache.rs`): without this second ask a cached get measured slower
-        // (docs/ARCHITECTURE.md); a block just read, or with no cache, was never asked for.
+        // (docs/notes/2026-12-cached-get.md); a block just read, or with no cache, was never asked for.
         self.prefetch();
         let mut pos = self.restart(self.restart_before(target)?);
         let (mut key_len, mut matched, mut order) = (0, 0, Ordering::Less);
@@ -275,7 +275,7 @@ impl Block {
     /// loads overlap. For a 4 KiB block that is 65 hints, a few nanoseconds; the get it
     /// serves costs microseconds when its lines come one by one. Measured with the flat
     /// shape's 1M keys, every block cached (`examples/point_get.rs`): see
-    /// docs/ARCHITECTURE.md.
+    /// docs/notes/2026-12-cached-get.md.
     #[inline]
     pub(crate) fn prefetch(&self) {
         prefetch_lines(&self.data[..self.entries_end + 4 * self.num_restarts + 4]);

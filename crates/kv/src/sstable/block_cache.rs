@@ -96,7 +96,7 @@ impl Clone for Cached {
 /// leaves only its fingerprint behind.
 ///
 /// Measured over the flat shape's 1M keys and an 8 MiB cache (`examples/point_get.rs`,
-/// docs/ARCHITECTURE.md): present gets 8–14% faster, and more of them served by the
+/// docs/notes/2026-12-block-cache-admission.md): present gets 8–14% faster, and more of them served by the
 /// cache (8.0% against 7.3%), since the blocks it holds stay long enough to be asked
 /// for again.
 struct Admission {
