@@ -16,6 +16,11 @@ pub use bloomkv_kv::*;
 /// The bytes a get returns ([`Db::get`]): a cheaply cloned, reference-counted buffer.
 pub use bytes::Bytes;
 
+/// The README's Rust blocks, compiled and run as doc tests, so that they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The disk-I/O savings benchmark (the `bloomkv-bench` crate), for the command line.
 #[cfg(feature = "cli")]
 pub use bloomkv_bench as bench;
