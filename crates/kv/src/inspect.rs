@@ -25,7 +25,7 @@ use crate::options::Options;
 use crate::recovery::{self, WalRecovery};
 use crate::sstable::{self, show_key, Table};
 use crate::stats::Counters;
-use crate::store_dir::{no_manifest, table_level, DirState};
+use crate::store_dir::{live_wals, no_manifest, table_level, DirState};
 use crate::table_files::live_table_error;
 
 // What `inspect` shows of each table is described where tables are opened, so that
@@ -445,14 +445,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         }
     }
     let first_wal = state.as_ref().map(|s| s.wal_number()).unwrap_or(0);
-    let mut wals: Vec<u64> = names
-        .iter()
-        .filter_map(|n| match parse_file_name(n) {
-            Some(FileKind::Wal(n)) if n >= first_wal => Some(n),
-            _ => None,
-        })
-        .collect();
-    wals.sort_unstable();
+    let wals = live_wals(&names, first_wal);
     report.files_checked += wals.len();
     let floor = state.as_ref().map_or(0, |s| s.last_sequence());
     let tables_sound = report.problems.is_empty();

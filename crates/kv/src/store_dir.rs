@@ -252,7 +252,7 @@ pub(crate) fn file_number(name: &str) -> Option<u64> {
 }
 
 /// The log numbers among `names` from `first` on (the manifest's oldest live log),
-/// oldest first: the logs an open replays.
+/// oldest first: the logs an open replays and `verify` checks.
 pub(crate) fn live_wals(names: &[String], first: u64) -> Vec<u64> {
     let mut wals: Vec<u64> = names
         .iter()
