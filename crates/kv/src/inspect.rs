@@ -15,92 +15,23 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bloomkv_filter::{FilterInfo, RangeFilterStats};
-use bytes::Bytes;
 use serde::Serialize;
 
-use crate::db::{live_table_error, DirState};
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileSystem, OsFileSystem};
 use crate::manifest::{self, ManifestState};
 use crate::options::Options;
-use crate::recovery::{self, WalRecovery};
-use crate::sstable::{self, show_key, FilterState, RangeFilterState, Table};
+use crate::options::WalRecovery;
+use crate::recovery;
+use crate::sstable::{self, show_key, Table};
 use crate::stats::Counters;
+use crate::store_dir::{live_wals, no_manifest, table_level, DirState};
+use crate::table_files::live_table_error;
 
-/// One live table, as `inspect` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct TableInfo {
-    /// The level it lives on.
-    pub level: usize,
-    /// Its file number.
-    pub number: u64,
-    /// Its file.
-    pub path: PathBuf,
-    /// File size in bytes.
-    pub file_size: u64,
-    /// Its table format version (5: page-aligned data blocks; see docs/FORMAT.md).
-    pub format_version: u32,
-    /// Smallest key.
-    #[serde(serialize_with = "ser_key")]
-    pub smallest: Bytes,
-    /// Largest key.
-    #[serde(serialize_with = "ser_key")]
-    pub largest: Bytes,
-    /// Entries, tombstones included.
-    pub entries: u64,
-    /// Tombstones.
-    pub deletions: u64,
-    /// The filter policy recorded in the table ("" if none).
-    pub filter_policy: String,
-    /// The bits per key it was built with.
-    pub bits_per_key: f64,
-    /// Whether the filter is in use, and if not why.
-    pub filter_state: String,
-    /// The decoded filter's shape, if it loaded.
-    pub filter: Option<FilterInfo>,
-    /// Whether scans consult a range filter, and if not why.
-    pub range_filter_state: String,
-    /// The decoded range filter's figures, if it loaded.
-    pub range_filter: Option<RangeFilterStats>,
-}
-
-fn ser_key<S: serde::Serializer>(key: &Bytes, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_str(&show_key(key))
-}
-
-impl TableInfo {
-    pub(crate) fn of(level: usize, number: u64, table: &Table) -> TableInfo {
-        let p = table.properties();
-        TableInfo {
-            level,
-            number,
-            path: table.path().to_path_buf(),
-            file_size: table.file_size(),
-            format_version: p.format_version,
-            smallest: table.smallest().clone(),
-            largest: table.largest().clone(),
-            entries: p.entries,
-            deletions: p.deletions,
-            filter_policy: p.filter_policy.clone(),
-            bits_per_key: p.bits_per_key,
-            filter_state: match table.filter_state() {
-                FilterState::Loaded => "loaded".into(),
-                FilterState::NotWritten => "none".into(),
-                FilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
-                FilterState::UnknownPolicy(name) => format!("unknown policy {name}, ignored"),
-            },
-            filter: table.filter_info(),
-            range_filter_state: match table.range_filter_state() {
-                RangeFilterState::Loaded => "loaded".into(),
-                RangeFilterState::NotWritten => "none".into(),
-                RangeFilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
-            },
-            range_filter: table.range_filter_stats(),
-        }
-    }
-}
+// What `inspect` shows of each table is described where tables are opened, so that
+// `Db::table_infos` needs nothing of this module.
+pub use crate::table_files::TableInfo;
 
 /// A store directory's manifest and tables.
 #[derive(Debug, Clone, Serialize)]
@@ -201,7 +132,7 @@ fn load_manifest(fs: &dyn FileSystem, dir: &Path) -> Result<ManifestState> {
     }
     match manifest::read_manifest(fs, dir)? {
         Some(state) => Ok(state),
-        None => Err(crate::db::no_manifest(dir, &fs.list(dir)?)),
+        None => Err(no_manifest(dir, &fs.list(dir)?)),
     }
 }
 
@@ -453,7 +384,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
     let manifest = match manifest::read_manifest(&fs, dir) {
         Ok(Some(state)) => Ok(state),
         // Tables or logs with no manifest are a store that lost it: damage to report.
-        Ok(None) => match crate::db::no_manifest(dir, &fs.list(dir)?) {
+        Ok(None) => match no_manifest(dir, &fs.list(dir)?) {
             e @ Error::Corruption { .. } => Err(e),
             e => return Err(e),
         },
@@ -471,7 +402,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         .ok();
     // A level the store does not have: the manifest reads, but no open accepts it.
     for meta in state.iter().flat_map(|s| s.tables()) {
-        if let Err(e) = crate::db::table_level(dir, meta) {
+        if let Err(e) = table_level(dir, meta) {
             report.problems.push(Problem {
                 file: filename::manifest_path(dir),
                 offset: None,
@@ -515,14 +446,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         }
     }
     let first_wal = state.as_ref().map(|s| s.wal_number()).unwrap_or(0);
-    let mut wals: Vec<u64> = names
-        .iter()
-        .filter_map(|n| match parse_file_name(n) {
-            Some(FileKind::Wal(n)) if n >= first_wal => Some(n),
-            _ => None,
-        })
-        .collect();
-    wals.sort_unstable();
+    let wals = live_wals(&names, first_wal);
     report.files_checked += wals.len();
     let floor = state.as_ref().map_or(0, |s| s.last_sequence());
     let tables_sound = report.problems.is_empty();
@@ -610,7 +534,7 @@ mod tests {
         let fs = OsFileSystem;
         let state = manifest::read_manifest(&fs, dir.path()).unwrap().unwrap();
         let mut tables = state.tables().to_vec();
-        tables[0].level = crate::options::NUM_LEVELS as u32;
+        tables[0].level = crate::types::NUM_LEVELS as u32;
         let moved = ManifestState::new(
             state.next_file_number(),
             state.last_sequence(),

@@ -21,26 +21,26 @@
 //!
 //! | file | concept |
 //! |---|---|
-//! | `db.rs` | the store: write path, read path, background flush and compaction |
+//! | `db/` | the store, one type cut by path: open, write path, read path, flush and compaction, the background thread, snapshots |
+//! | `table_files.rs` | building, opening and describing table files (what flush, compaction, open and `repair` share) |
+//! | `store_dir.rs` | the directory's files: tidying at open, writing the manifest, deleting what it retired |
 //! | `options.rs` | configuration and its defaults |
 //! | `wal.rs`, `write_batch.rs` | the write-ahead log and the atomic batch it records |
 //! | `recovery.rs` | replaying the logs at open, under the chosen `WalRecovery` mode |
 //! | `repair.rs` | rebuilding a store whose manifest, tables or logs are damaged |
 //! | `memtable.rs` | the in-memory sorted table of recent writes |
-//! | `sstable/` | the table file: blocks, index, filter block, properties, footer |
+//! | `sstable/` | the table file: format limits, blocks, index, filter block, properties, footer; the block cache and the table cache |
 //! | `version.rs` | the set of live tables per level, and the per-level lookup |
 //! | `merge.rs` | merging sorted runs of versions, forwards or backwards (scan, compaction) |
 //! | `retain.rs` | which versions a flush or compaction keeps for the live snapshots |
-//! | `snapshot.rs` | snapshots: a sequence number held open, and the list compaction reads |
 //! | `scan.rs` | the point-in-time, double-ended scan iterator |
 //! | `prefix.rs` | prefix extractors: what a prefix filter and `scan_prefix` ask about |
 //! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
-//! | `fs.rs`, `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
+//! | `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
-//! | `block_cache.rs` | decoded data blocks kept in memory, bounded in bytes |
+//! | `types.rs` | the vocabulary every layer shares: sequence numbers, entries, `Hit`, size limits, `NUM_LEVELS` |
 //! | `keycmp.rs` | comparing short keys a word at a time (the read path compares a lot) |
 
-mod block_cache;
 mod coding;
 mod compaction;
 mod db;
@@ -60,16 +60,17 @@ mod recovery;
 mod repair;
 mod retain;
 mod scan;
-mod snapshot;
 pub mod sstable;
 mod stats;
-mod table_cache;
+mod store_dir;
+mod table_files;
 mod types;
 mod version;
 pub mod wal;
 pub mod write_batch;
 
 pub use db::Db;
+pub use db::Snapshot;
 pub use error::{Error, Result};
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
 pub use options::{FilterAllocation, FilterKind, Options, WalRecovery};
@@ -77,7 +78,6 @@ pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome};
 pub use repair::{repair, MovedTable, RepairReport};
 pub use scan::ScanIter;
-pub use snapshot::Snapshot;
 pub use sstable::{Compression, RangeFilterOptions};
 pub use stats::{
     Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,

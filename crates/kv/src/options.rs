@@ -21,7 +21,6 @@ use crate::error::{Error, Result};
 use crate::fs::{FileSystem, OsFileSystem};
 use crate::prefix::PrefixExtractor;
 use crate::sstable::{Compression, RangeFilterOptions};
-pub(crate) use crate::types::NUM_LEVELS;
 
 /// Which filter each new table carries.
 ///

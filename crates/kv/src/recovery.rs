@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
 use crate::memtable::Memtable;
-pub(crate) use crate::options::WalRecovery;
+use crate::options::WalRecovery;
 use crate::types::SeqNo;
 use crate::wal::{self, BadRecord, Span};
 use crate::write_batch::{self, DecodedBatch};

@@ -47,19 +47,23 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::{build_table, file_number, free_name, open_table, remove_obsolete, write_state};
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::FileSystem;
 use crate::manifest::{self, ManifestState};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
-use crate::options::{Options, NUM_LEVELS};
-use crate::recovery::{self, DroppedSpan, WalRecovery};
+use crate::options::{Options, WalRecovery};
+use crate::recovery::{self, DroppedSpan};
 use crate::retain::Retain;
 use crate::sstable::check_file;
+use crate::sstable::TableCache;
 use crate::stats::Counters;
-use crate::table_cache::TableCache;
+use crate::store_dir::{
+    file_number, free_name, remove_obsolete, store_dir, stray_store_file, write_state,
+};
+use crate::table_files::TableFiles;
+use crate::types::NUM_LEVELS;
 use crate::types::{Entry, SeqNo};
 use crate::version::{TableHandle, Version};
 
@@ -186,7 +190,7 @@ fn no_store_to_repair(dir: &Path) -> Error {
 /// ```
 pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
     options.validate()?;
-    let dir = crate::db::store_dir(path.as_ref())?;
+    let dir = store_dir(path.as_ref())?;
     let fs = options.file_system.clone();
     if !fs.exists(&dir) {
         return Err(Error::InvalidArgument(format!(
@@ -197,9 +201,7 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     // A directory with no store file at all is refused before the lock, which would
     // leave a `LOCK` file behind in it. (Checked again under the lock below.)
     let listed = fs.list(&dir)?;
-    if !listed.iter().any(|n| n == filename::MANIFEST)
-        && crate::db::stray_store_file(&listed).is_none()
-    {
+    if !listed.iter().any(|n| n == filename::MANIFEST) && stray_store_file(&listed).is_none() {
         return Err(no_store_to_repair(&dir));
     }
     let _lock = match fs.lock(&filename::lock_path(&dir)) {
@@ -370,13 +372,15 @@ fn verify_table(
     }
     let policies = options.known_policies().map_err(|e| e.to_string())?;
     let cache = TableCache::new(fs.clone(), options.max_open_files);
-    open_table(
-        &cache,
+    TableFiles {
+        fs,
+        cache: &cache,
         dir,
-        number,
-        &Arc::new(Counters::default()),
-        &policies,
-    )
+        options,
+        counters: &Arc::new(Counters::default()),
+        policies: &policies,
+    }
+    .open(number)
     .map_err(|e| e.to_string())
 }
 
@@ -433,9 +437,15 @@ fn write_merged(
             Some(item)
         });
         let cache = TableCache::new(fs.clone(), options.max_open_files);
-        let built = build_table(
-            fs, &cache, dir, number, options, &policy, &counters, &policies, chunk,
-        )?;
+        let files = TableFiles {
+            fs,
+            cache: &cache,
+            dir,
+            options,
+            counters: &counters,
+            policies: &policies,
+        };
+        let built = files.build(number, &policy, chunk)?;
         if let Some(handle) = built {
             report.tables_written.push(number);
             report.entries_written += entries;

@@ -19,18 +19,26 @@
 //!
 //! A scan whose tables were chosen with a prefix filter (a prefix scan) simply never
 //! opens the tables the filter ruled out.
+//!
+//! The store hands a scan everything it reads (memtables, tables, bounds, sequence
+//! number) and one opaque `StoreHold` that keeps the store alive; the scan asks the
+//! store for nothing after it starts.
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::Inner;
 use crate::error::Result;
 use crate::memtable::Memtable;
 use crate::merge::{Direction, MergeIter, Source};
 use crate::sstable::Table;
 use crate::types::{SeqNo, ValueKind};
+
+/// What keeps a store alive while something made from it reads it: the store itself,
+/// held and never asked for anything. Its lock stays taken, and its files stay, until
+/// the last holder is dropped.
+pub(crate) type StoreHold = Arc<dyn std::any::Any + Send + Sync>;
 
 /// The iterator [`Db::scan`](crate::Db::scan), [`Db::scan_prefix`](crate::Db::scan_prefix)
 /// and the [`Snapshot`](crate::Snapshot) scans return: live keys in order with their
@@ -54,7 +62,7 @@ pub struct ScanIter {
     /// Declared last, so dropped last: a scan that holds a closed store's last handle
     /// deletes the tables compaction retired (its `tables`, `front`, `back`) while
     /// the lock is still taken.
-    _store: Arc<Inner>,
+    _store: StoreHold,
 }
 
 impl std::fmt::Debug for ScanIter {
@@ -70,7 +78,7 @@ impl std::fmt::Debug for ScanIter {
 impl ScanIter {
     /// A scan of `start..end` over these memtables and tables at `read_seq`.
     pub(crate) fn new(
-        store: Arc<Inner>,
+        store: StoreHold,
         mems: Vec<Arc<Memtable>>,
         tables: Vec<Table>,
         read_seq: SeqNo,

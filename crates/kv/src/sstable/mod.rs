@@ -111,7 +111,6 @@ pub use properties::TableProperties;
 pub use reader::Table;
 pub(crate) use table_cache::TableCache;
 // The store still names a get's hit here; it lives with the rest of the vocabulary.
-pub(crate) use crate::types::Hit;
 pub use verify::{check_file, BlockProblem};
 
 /// Which part of a table file a block (or an error) belongs to.

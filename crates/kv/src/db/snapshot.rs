@@ -16,6 +16,9 @@
 //!  snapshot at 10 ───────┘ sees a     at 11 sees b     Db::get sees none
 //!  SnapshotList { 10: 1, 11: 1 }  (seq -> clones alive; compaction reads it ascending)
 //! ```
+//!
+//! A snapshot reaches the store only through its read methods (`get_at`, `scan_at`,
+//! `scan_prefix_at`) and its registration (`acquire_snapshot`, `release_snapshot`).
 
 use std::collections::BTreeMap;
 use std::ops::RangeBounds;
@@ -23,15 +26,16 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
-use crate::db::Inner;
 use crate::error::Result;
 use crate::scan::{own_bounds, ScanIter};
 use crate::types::SeqNo;
 
+use super::inner::Inner;
+
 /// The live snapshots' sequence numbers, each with the number of [`Snapshot`]s holding
 /// it, oldest first.
 #[derive(Debug, Default)]
-pub(crate) struct SnapshotList {
+pub(super) struct SnapshotList {
     live: Mutex<BTreeMap<SeqNo, usize>>,
 }
 
@@ -39,7 +43,7 @@ impl SnapshotList {
     /// Registers a snapshot at the sequence number `current()` returns, read under the
     /// list's lock: a flush or compaction that read the list before this registration
     /// only holds writes at or below that number, so it kept what the snapshot sees.
-    pub(crate) fn acquire(&self, current: impl FnOnce() -> SeqNo) -> SeqNo {
+    pub(super) fn acquire(&self, current: impl FnOnce() -> SeqNo) -> SeqNo {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         let seq = current();
         *live.entry(seq).or_insert(0) += 1;
@@ -47,7 +51,7 @@ impl SnapshotList {
     }
 
     /// Releases one holder of `seq`.
-    pub(crate) fn release(&self, seq: SeqNo) {
+    pub(super) fn release(&self, seq: SeqNo) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = live.get_mut(&seq) {
             *count -= 1;
@@ -58,7 +62,7 @@ impl SnapshotList {
     }
 
     /// The live snapshots' sequence numbers, ascending (what a compaction keeps for).
-    pub(crate) fn sequence_numbers(&self) -> Vec<SeqNo> {
+    pub(super) fn sequence_numbers(&self) -> Vec<SeqNo> {
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         live.keys().copied().collect()
     }
@@ -98,7 +102,7 @@ struct Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.db.snapshots.release(self.seq);
+        self.db.release_snapshot(self.seq);
     }
 }
 
@@ -111,8 +115,8 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
-    pub(crate) fn new(db: &Arc<Inner>) -> Snapshot {
-        let seq = db.snapshots.acquire(|| db.visible_seq());
+    pub(super) fn new(db: &Arc<Inner>) -> Snapshot {
+        let seq = db.acquire_snapshot();
         Snapshot {
             held: Arc::new(Held {
                 db: Arc::clone(db),

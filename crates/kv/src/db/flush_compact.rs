@@ -1,0 +1,324 @@
+//! Flush and compaction, run one at a time under `maint`: each builds the next
+//! version off to the side, records it in the manifest, and only then makes it
+//! current (`install`) and deletes what it retired.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bloomkv_filter::FilterPolicy;
+use bytes::Bytes;
+
+use crate::compaction;
+use crate::error::Result;
+use crate::filter_plan::{self, FilterAllocation};
+use crate::memtable::Memtable;
+use crate::merge::{MergeIter, Source};
+use crate::options::FilterKind;
+use crate::retain::Retain;
+use crate::stats::{add, bump};
+use crate::store_dir::{discard_unrecorded, remove_obsolete, write_state};
+use crate::types::Entry;
+use crate::types::NUM_LEVELS;
+use crate::version::{TableHandle, Version};
+
+use super::inner::{lock, Inner, Maint, View};
+
+impl Inner {
+    pub(super) fn flush(&self) -> Result<()> {
+        self.check_writable()?;
+        {
+            let mut w = lock(&self.writer);
+            self.check_bg_error()?;
+            if !self.current().mem.is_empty() {
+                self.freeze(&mut w)?;
+            }
+        }
+        let mut maint = self.maint_for_caller();
+        while self.flush_oldest(&mut maint)? {}
+        Ok(())
+    }
+    /// Writes the oldest frozen memtable as an L0 table. `false` when none waits.
+    pub(super) fn flush_oldest(&self, maint: &mut Maint) -> Result<bool> {
+        let view = self.current();
+        let Some((mem, _)) = view.imm.first().cloned() else {
+            return Ok(false);
+        };
+        let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+        // Every version a live snapshot sees goes to the table; the newest always does.
+        let snapshots = self.snapshots.sequence_numbers();
+        let versions = Retain::new(mem.versions().map(Ok), snapshots, false);
+        let added = self
+            .build_table(number, 0, (&[], mem.len() as u64), versions)?
+            .map(|h| vec![(0, Arc::new(h))])
+            .unwrap_or_default();
+        add(&self.counters.flush_bytes_written, table_bytes(&added));
+        let version = view.version.apply(&[], added);
+        // The oldest WAL still needed backs the next frozen memtable, or the live one.
+        let live_wal = view.imm.get(1).map(|(_, w)| *w).unwrap_or(view.mem_wal);
+        maint.last_sequence = maint.last_sequence.max(mem.max_seq());
+        self.install(maint, version, live_wal, |current| {
+            current.imm.iter().skip(1).cloned().collect()
+        })?;
+        self.notify_progress();
+        Ok(true)
+    }
+
+    /// Records `version` in the manifest, makes it current, and deletes what it retired.
+    fn install(
+        &self,
+        maint: &Maint,
+        version: Version,
+        live_wal: u64,
+        imm: impl FnOnce(&View) -> Vec<(Arc<Memtable>, u64)>,
+    ) -> Result<()> {
+        let next = self.next_file_number.load(Ordering::Relaxed);
+        if let Err(e) = write_state(
+            &self.fs,
+            &self.dir,
+            &version,
+            live_wal,
+            next,
+            maint.last_sequence,
+        ) {
+            self.set_bg_error(&e);
+            // A writer stalled for this flush or compaction wakes to the error (this
+            // may be a caller's thread, whose failure nothing else announces). Taking
+            // the writer lock here is safe: `install` runs under `maint` and never
+            // under the writer lock, and the lock order is `maint` → writer.
+            self.notify_progress();
+            // Tables this version adds that no manifest names: delete them now, so a
+            // full disk gets their space back.
+            let old: HashSet<u64> = self
+                .current()
+                .version
+                .tables()
+                .map(|(_, t)| t.number)
+                .collect();
+            let added: Vec<u64> = version
+                .tables()
+                .map(|(_, t)| t.number)
+                .filter(|n| !old.contains(n))
+                .collect();
+            discard_unrecorded(&self.fs, &self.dir, &added);
+            return Err(e);
+        }
+        let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
+        self.update_view(|current| {
+            // The manifest no longer names these tables: each file goes when its last
+            // reader lets go of it (see `table_cache`).
+            for (_, t) in current.version.tables() {
+                if !live.contains(&t.number) {
+                    t.table.mark_obsolete();
+                }
+            }
+            View {
+                mem: current.mem.clone(),
+                mem_wal: current.mem_wal,
+                imm: imm(current),
+                version: Arc::new(version),
+            }
+        });
+        remove_obsolete(&self.fs, &self.dir, None, live_wal);
+        Ok(())
+    }
+
+    /// Writes table `number` for `level`, with the filter the level's plan calls for
+    /// (`incoming`: about how many keys the table will hold).
+    fn build_table(
+        &self,
+        number: u64,
+        level: usize,
+        (inputs, incoming): (&[u64], u64),
+        entries: impl Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<TableHandle>> {
+        let policy = self.policy_for_level(level, inputs, incoming)?;
+        self.table_files().build(number, &policy, entries)
+    }
+
+    /// The filter policy for a new table on `level` (see `filter_plan.rs`): the store's
+    /// policy under the uniform allocation, otherwise the plan for the live tree plus
+    /// the `incoming` keys.
+    fn policy_for_level(
+        &self,
+        level: usize,
+        inputs: &[u64],
+        incoming: u64,
+    ) -> Result<Option<Arc<dyn FilterPolicy>>> {
+        let options = &self.options;
+        let hybrid = options.filter == FilterKind::Ribbon && options.bloom_before_level > 0;
+        if options.filter_allocation == FilterAllocation::Uniform
+            && !options.optimize_filters_for_hits
+            && !hybrid
+        {
+            return Ok(self.policy.clone());
+        }
+        let version = self.current().version.clone();
+        let loads = filter_plan::loads(&version, options, level, inputs, incoming);
+        let kinds = filter_plan::level_kinds(options);
+        let plan = filter_plan::plan(
+            options.filter_allocation,
+            options.bits_per_key,
+            options.optimize_filters_for_hits,
+            &kinds,
+            &loads,
+        );
+        filter_plan::policy_for(&kinds[level], plan.bits_per_key[level])
+    }
+
+    /// Merges `inputs` into tables on `output_level`, splitting at the target size.
+    pub(super) fn compact(
+        &self,
+        maint: &mut Maint,
+        inputs: Vec<Arc<TableHandle>>,
+        output_level: usize,
+    ) -> Result<()> {
+        let view = self.current();
+        let version = &view.version;
+        // A tombstone may go only when no deeper level could hold an older value.
+        let drop_tombstones = version.levels()[output_level + 1..]
+            .iter()
+            .all(|l| l.is_empty());
+        let sources: Vec<Source> = inputs
+            .iter()
+            .map(|h| Box::new(h.table.iter_from(Bound::Unbounded)) as Source)
+            .collect();
+        // Read after the inputs were chosen: a snapshot taken later sees at least
+        // every write the inputs hold, so it needs only their newest versions.
+        let snapshots = self.snapshots.sequence_numbers();
+        let mut merged =
+            Retain::new(MergeIter::new(sources), snapshots, drop_tombstones).peekable();
+        // Keys joining the output level (its own inputs are already counted there).
+        let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
+        let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
+        let mut added: Vec<(usize, Arc<TableHandle>)> = Vec::new();
+        let written = self.write_outputs(
+            maint,
+            &mut merged,
+            output_level,
+            (&removed, incoming),
+            &mut added,
+        );
+        if !matches!(written, Ok(true)) {
+            // An error, or a closing store: the inputs stay live, and the outputs so
+            // far are in no manifest, so their files go with their last handle (here)
+            // rather than wait in the directory for the next open to set them aside.
+            for (_, h) in &added {
+                h.table.mark_obsolete();
+            }
+            return written.map(|_| ());
+        }
+        // The edit applies to the current version, which may hold tables flushed
+        // during the merge, and the oldest WAL still needed is read now: a flush may
+        // have retired one since the merge began, and the manifest must never name an
+        // older log again.
+        bump(&self.counters.compactions);
+        add(
+            &self.counters.compaction_bytes_read,
+            inputs.iter().map(|h| h.table.file_size()).sum(),
+        );
+        add(&self.counters.compaction_bytes_written, table_bytes(&added));
+        let current = self.current();
+        let next = current.version.apply(&removed, added);
+        self.install(maint, next, current.mem_wal_min(), |current| {
+            current.imm.clone()
+        })?;
+        self.notify_progress();
+        Ok(())
+    }
+
+    /// Writes the merge into tables on `output_level`, split at the target size,
+    /// pushing each onto `added`; `Ok(false)` if the store began closing first.
+    fn write_outputs(
+        &self,
+        maint: &mut Maint,
+        merged: &mut std::iter::Peekable<impl Iterator<Item = Result<Entry>>>,
+        output_level: usize,
+        (removed, incoming): (&[u64], u64),
+        added: &mut Vec<(usize, Arc<TableHandle>)>,
+    ) -> Result<bool> {
+        while merged.peek().is_some() {
+            // A long compaction must not hold writers up: a memtable frozen meanwhile
+            // is flushed between two output tables. Its L0 table is newer than every
+            // input and is not one, so the merge below is unaffected.
+            while self.flush_oldest(maint)? {}
+            // Nor a closing store: its background work is dropped between two output
+            // tables.
+            if self.closing() {
+                return Ok(false);
+            }
+            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
+            let target = self.options.target_file_size;
+            let chunk = ChunkUntil {
+                inner: merged,
+                written: 0,
+                target,
+                last_key: None,
+            };
+            if let Some(h) = self.build_table(number, output_level, (removed, incoming), chunk)? {
+                added.push((output_level, Arc::new(h)));
+            }
+        }
+        Ok(true)
+    }
+
+    pub(super) fn compact_all(&self, maint: &mut Maint) -> Result<()> {
+        let version = self.current().version.clone();
+        let inputs: Vec<Arc<TableHandle>> = version.tables().map(|(_, t)| t.clone()).collect();
+        if inputs.is_empty() {
+            return Ok(());
+        }
+        let output_level = match version.deepest_nonempty_level() {
+            // Sized from the bottom up, a tree whose data is all in L0 has its base on
+            // the last level: any level above would be over its budget of nothing, and
+            // the data would move down again one level at a time.
+            0 if self.options.dynamic_level_bytes => NUM_LEVELS - 1,
+            deepest => deepest.max(1),
+        };
+        self.compact(maint, inputs, output_level)
+    }
+
+    /// The most urgent size-triggered compaction, if any (see `compaction.rs`).
+    pub(super) fn pick_compaction(&self, maint: &mut Maint) -> Option<compaction::Pick> {
+        let version = self.current().version.clone();
+        compaction::pick(&version, &self.options, &mut maint.compact_pointer)
+    }
+}
+
+/// Passes entries through until the table being written reaches its target size, and
+/// then to the end of the current key: a key's versions never straddle two tables, so
+/// tables on one level keep disjoint key ranges.
+struct ChunkUntil<'a, I: Iterator<Item = Result<Entry>>> {
+    inner: &'a mut std::iter::Peekable<I>,
+    written: u64,
+    target: u64,
+    last_key: Option<Bytes>,
+}
+
+impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Result<Entry>> {
+        if self.written >= self.target {
+            let same_key = match (self.inner.peek(), &self.last_key) {
+                (Some(Ok(next)), Some(last)) => next.key == *last,
+                _ => false,
+            };
+            if !same_key {
+                return None;
+            }
+        }
+        let item = self.inner.next()?;
+        if let Ok(e) = &item {
+            self.written += (e.key.len() + e.value.len() + 16) as u64;
+            self.last_key = Some(e.key.clone());
+        }
+        Some(item)
+    }
+}
+
+/// Bytes of the tables a flush or compaction added.
+fn table_bytes(added: &[(usize, Arc<TableHandle>)]) -> u64 {
+    added.iter().map(|(_, h)| h.table.file_size()).sum()
+}

@@ -1,0 +1,373 @@
+//! The store's shared state, one `Inner` behind an `Arc`: the view readers load, the
+//! writer, the maintenance state, the signals between them and the background error.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use arc_swap::ArcSwap;
+use bloomkv_filter::FilterPolicy;
+use bytes::Bytes;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::{FileLock, FileSystem};
+use crate::memtable::{ByteArena, Memtable};
+use crate::options::Options;
+use crate::recovery::ClosedMark;
+use crate::sstable::TableCache;
+use crate::stats::{Counters, DbStats};
+use crate::table_files::TableFiles;
+use crate::types::SeqNo;
+use crate::types::NUM_LEVELS;
+use crate::version::Version;
+use crate::wal::WalWriter;
+
+use super::snapshot::SnapshotList;
+
+/// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
+///
+/// Each memtable is backed by a run of consecutive WALs and records the OLDEST of
+/// them: its writes are in that log and every later one, up to (not including) the
+/// log recorded by the next memtable (for the live memtable: up to the log the writer
+/// appends to). Usually the run is one log; after an open that kept a recovered log
+/// it can be several (see [`Db::open`](super::Db::open)). Retiring every log below the
+/// oldest memtable's number therefore never retires a log that unflushed data still
+/// needs.
+pub(super) struct View {
+    /// The memtable taking writes, and the oldest WAL backing it.
+    pub(super) mem: Arc<Memtable>,
+    pub(super) mem_wal: u64,
+    /// Frozen memtables waiting for flush, oldest first, each with its oldest WAL.
+    pub(super) imm: Vec<(Arc<Memtable>, u64)>,
+    /// The live tables.
+    pub(super) version: Arc<Version>,
+}
+
+/// The single writer's state.
+pub(super) struct Writer {
+    pub(super) wal: WalWriter,
+    /// The number of the log `wal` appends to.
+    pub(super) wal_number: u64,
+    /// That log's length when `wal` began appending to it (0 for a fresh log).
+    pub(super) wal_start: u64,
+    pub(super) next_seq: SeqNo,
+    /// Where small values are copied for the memtable.
+    pub(super) values: ByteArena,
+}
+
+/// State owned by whoever runs a flush or compaction.
+pub(super) struct Maint {
+    /// Where each level's next size-triggered compaction starts (round robin).
+    pub(super) compact_pointer: Vec<Option<Bytes>>,
+    /// The highest sequence number that tables hold.
+    pub(super) last_sequence: SeqNo,
+}
+
+/// Wakes the background thread.
+#[derive(Default)]
+pub(super) struct Signal {
+    pub(super) pending: bool,
+    pub(super) shutdown: bool,
+}
+
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) fs: Arc<dyn FileSystem>,
+    pub(super) options: Options,
+    /// Builds new tables' filters (`None`: tables get no filter).
+    pub(super) policy: Option<Arc<dyn FilterPolicy>>,
+    /// Opens any table's filter, whatever policy wrote it.
+    pub(super) policies: Vec<Arc<dyn FilterPolicy>>,
+    pub(super) counters: Arc<Counters>,
+    /// Bounds the open table files (`max_open_files`).
+    pub(super) table_cache: Arc<TableCache>,
+    pub(super) next_file_number: AtomicU64,
+    /// The current view. Readers `load` it; it is replaced only under `view_write`.
+    pub(super) view: ArcSwap<View>,
+    /// Held while the view is read and replaced (a memtable freeze, a version
+    /// install), so that two replacements never overwrite each other.
+    pub(super) view_write: Mutex<()>,
+    /// The last sequence number of the newest write batch that is completely in the
+    /// memtable. Readers see writes up to it and no further, so a batch becomes visible
+    /// all at once; published (release) by the writer after the batch is applied.
+    pub(super) visible_seq: AtomicU64,
+    pub(super) writer: Mutex<Writer>,
+    /// Signalled (with `writer` locked briefly, so a writer that checked the view and
+    /// is about to wait cannot miss it) after every flush, compaction or background
+    /// failure: what a stalled writer waits for.
+    pub(super) progress: Condvar,
+    pub(super) maint: Mutex<Maint>,
+    /// Callers (`flush`, `compact`, `wait_for_compaction`) waiting for `maint`: the
+    /// background thread, which otherwise keeps it for as long as it finds work,
+    /// hands it over between two steps and waits on `maint_handoff` until they have it.
+    pub(super) maint_callers: Mutex<usize>,
+    pub(super) maint_handoff: Condvar,
+    pub(super) signal: Mutex<Signal>,
+    pub(super) wake: Condvar,
+    /// The first background failure; once set, writes are refused.
+    pub(super) bg_error: Mutex<Option<String>>,
+    /// The live snapshots: what flushes and compactions must keep versions for.
+    pub(super) snapshots: SnapshotList,
+    /// The directory's lock (`None` for a read-only open, which takes none).
+    _lock: Option<FileLock>,
+}
+
+/// Locks a mutex, recovering from poisoning: every critical section leaves its state
+/// consistent before anything that could panic, so the data is still sound. The
+/// writer's cannot (a file system's append or sync may panic midway), so it stops
+/// writes if it unwinds (`StopWritesOnPanic`, in `write.rs`) and a later writer finds
+/// the error.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What both opens make before they read anything: the directory, the options, and
+/// the counters, table cache and filter policies the tables are opened with.
+pub(super) struct Parts {
+    pub(super) dir: PathBuf,
+    pub(super) fs: Arc<dyn FileSystem>,
+    pub(super) options: Options,
+    pub(super) policy: Option<Arc<dyn FilterPolicy>>,
+    pub(super) policies: Vec<Arc<dyn FilterPolicy>>,
+    pub(super) counters: Arc<Counters>,
+    pub(super) table_cache: Arc<TableCache>,
+}
+
+impl Parts {
+    pub(super) fn new(dir: PathBuf, options: Options) -> Result<Parts> {
+        let fs = options.file_system.clone();
+        let counters = Arc::new(Counters::default());
+        let table_cache = TableCache::with_block_cache(
+            fs.clone(),
+            options.max_open_files,
+            options.block_cache_size,
+        );
+        let policy = options.filter_policy()?;
+        let policies = options.known_policies()?;
+        Ok(Parts {
+            dir,
+            fs,
+            options,
+            policy,
+            policies,
+            counters,
+            table_cache,
+        })
+    }
+
+    /// Where this store's tables are written and opened.
+    pub(super) fn table_files(&self) -> TableFiles<'_> {
+        TableFiles {
+            fs: &self.fs,
+            cache: &self.table_cache,
+            dir: &self.dir,
+            options: &self.options,
+            counters: &self.counters,
+            policies: &self.policies,
+        }
+    }
+}
+
+/// Where an open's recovery left the store: what [`Inner::new`] starts from.
+pub(super) struct Recovered {
+    /// The live tables.
+    pub(super) version: Version,
+    /// The memtable writes go to, and the oldest log backing it (see [`View`]).
+    pub(super) mem: Memtable,
+    pub(super) mem_wal: u64,
+    /// The log the writer appends to, its number, and its length when it was opened.
+    pub(super) wal: WalWriter,
+    pub(super) wal_number: u64,
+    pub(super) wal_start: u64,
+    /// The last sequence number written: readers see up to it, writes number above.
+    pub(super) last_seq: SeqNo,
+    /// The highest sequence number the tables hold.
+    pub(super) last_sequence: SeqNo,
+    pub(super) next_file_number: u64,
+}
+
+impl Inner {
+    /// The shared state both opens make from their parts and what they recovered
+    /// (`lock`: `None` for a read-only open, which takes none).
+    pub(super) fn new(parts: Parts, recovered: Recovered, lock: Option<FileLock>) -> Inner {
+        let Parts {
+            dir,
+            fs,
+            options,
+            policy,
+            policies,
+            counters,
+            table_cache,
+        } = parts;
+        Inner {
+            fs,
+            policy,
+            policies,
+            counters,
+            table_cache,
+            next_file_number: AtomicU64::new(recovered.next_file_number),
+            view: ArcSwap::from_pointee(View {
+                mem: Arc::new(recovered.mem),
+                mem_wal: recovered.mem_wal,
+                imm: Vec::new(),
+                version: Arc::new(recovered.version),
+            }),
+            view_write: Mutex::new(()),
+            writer: Mutex::new(Writer {
+                wal: recovered.wal,
+                wal_number: recovered.wal_number,
+                wal_start: recovered.wal_start,
+                next_seq: recovered.last_seq + 1,
+                values: ByteArena::default(),
+            }),
+            visible_seq: AtomicU64::new(recovered.last_seq),
+            progress: Condvar::new(),
+            maint: Mutex::new(Maint {
+                compact_pointer: vec![None; NUM_LEVELS],
+                last_sequence: recovered.last_sequence,
+            }),
+            maint_callers: Mutex::new(0),
+            maint_handoff: Condvar::new(),
+            signal: Mutex::new(Signal::default()),
+            wake: Condvar::new(),
+            bg_error: Mutex::new(None),
+            snapshots: SnapshotList::default(),
+            _lock: lock,
+            options,
+            dir,
+        }
+    }
+
+    /// Where this store's tables are written and opened.
+    pub(super) fn table_files(&self) -> TableFiles<'_> {
+        TableFiles {
+            fs: &self.fs,
+            cache: &self.table_cache,
+            dir: &self.dir,
+            options: &self.options,
+            counters: &self.counters,
+            policies: &self.policies,
+        }
+    }
+
+    /// Registers a snapshot at the last visible sequence number (see
+    /// [`SnapshotList::acquire`]) and returns that number.
+    pub(super) fn acquire_snapshot(&self) -> SeqNo {
+        self.snapshots.acquire(|| self.visible_seq())
+    }
+
+    /// Releases one snapshot at `seq`.
+    pub(super) fn release_snapshot(&self, seq: SeqNo) {
+        self.snapshots.release(seq);
+    }
+
+    /// The current view, owned (a reference count taken): for work that outlives a
+    /// lookup or that is not on the read path.
+    pub(super) fn current(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+
+    /// Replaces the view with `next(current)`, atomically: a flush or compaction
+    /// installing its version at the same moment is not undone (both replace the view
+    /// only under `view_write`).
+    pub(super) fn update_view(&self, next: impl FnOnce(&View) -> View) {
+        let _guard = lock(&self.view_write);
+        let current = self.view.load_full();
+        self.view.store(Arc::new(next(&current)));
+    }
+
+    /// Wakes writers waiting for a flush or compaction. The writer lock is taken (and
+    /// dropped) first: a writer checks the view and starts waiting under that lock, so
+    /// it is either already waiting or will see the new view.
+    pub(super) fn notify_progress(&self) {
+        drop(lock(&self.writer));
+        self.progress.notify_all();
+    }
+
+    /// Refuses every write, flush and compaction of a read-only open.
+    pub(super) fn check_writable(&self) -> Result<()> {
+        if self.options.read_only {
+            return Err(Error::ReadOnly(self.dir.clone()));
+        }
+        Ok(())
+    }
+
+    /// Leaves the clean-close mark (see [`ClosedMark`]) once every write is synced:
+    /// the next open may then append to this log. Not after any error, and never for a
+    /// read-only open. Best effort: without a mark, the next open takes the path that
+    /// needs none.
+    pub(super) fn mark_closed(&self, w: &Writer) {
+        if self.options.read_only || self.check_bg_error().is_err() {
+            return;
+        }
+        let mark = ClosedMark {
+            wal: w.wal_number,
+            wal_len: w.wal_start + w.wal.bytes_written(),
+        };
+        if let Ok(mut file) = self.fs.create(&filename::closed_path(&self.dir)) {
+            let _ = file.append(&mark.encode());
+        }
+    }
+
+    pub(super) fn check_bg_error(&self) -> Result<()> {
+        match lock(&self.bg_error).as_ref() {
+            Some(e) => Err(Error::Closed(format!("writes stopped after an error: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn set_bg_error(&self, e: &Error) {
+        self.set_bg_error_message(e.to_string());
+    }
+
+    /// Records the first background failure; writes are refused from now on.
+    pub(super) fn set_bg_error_message(&self, message: String) {
+        let mut slot = lock(&self.bg_error);
+        if slot.is_none() {
+            *slot = Some(message);
+        }
+    }
+
+    /// `maint` for a caller's flush or compaction: announced first, so that a
+    /// background thread busy with a steady writer's work hands it over at its next
+    /// step instead of keeping it until the writes stop.
+    pub(super) fn maint_for_caller(&self) -> MutexGuard<'_, Maint> {
+        *lock(&self.maint_callers) += 1;
+        let maint = lock(&self.maint);
+        *lock(&self.maint_callers) -= 1;
+        self.maint_handoff.notify_all();
+        maint
+    }
+
+    /// Whether the store is shutting down (background work should stop).
+    pub(super) fn closing(&self) -> bool {
+        lock(&self.signal).shutdown
+    }
+
+    pub(super) fn schedule(&self) {
+        lock(&self.signal).pending = true;
+        self.wake.notify_all();
+    }
+
+    pub(super) fn stats(&self) -> DbStats {
+        let mut stats = self.counters.snapshot();
+        let view = self.current();
+        stats.tables_per_level = view.version.levels().iter().map(Vec::len).collect();
+        stats.open_table_files = self.table_cache.open_files() as u64;
+        stats.block_cache_bytes = self.table_cache.block_cache_bytes();
+        stats.filter_memory_bytes = view
+            .version
+            .tables()
+            .map(|(_, t)| t.table.filter_memory_bytes() as u64)
+            .sum();
+        stats
+    }
+}
+
+impl View {
+    /// The oldest WAL still backing unflushed data.
+    pub(super) fn mem_wal_min(&self) -> u64 {
+        self.imm.first().map(|(_, w)| *w).unwrap_or(self.mem_wal)
+    }
+}

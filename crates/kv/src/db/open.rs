@@ -1,0 +1,392 @@
+//! The steps of open, in order: lock the directory, read the manifest and tidy the
+//! directory, recover the tables, recover the logs, keep or flush what the logs held,
+//! start the background thread. A read-only open takes the same steps except those
+//! that lock or write.
+//!
+//! ```text
+//!  open:       lock_dir ─► read_state_and_tidy ─► recover_tables ─► recover_logs
+//!              ─► keep_or_flush ─► Inner::new ─► background::spawn
+//!  read-only:  (no lock)  read the manifest    ─► recover_tables ─► recover_logs
+//!              ─► Inner::new  (no writes, no background thread)
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::FileLock;
+use crate::manifest::{self, ManifestState};
+use crate::memtable::Memtable;
+use crate::options::Options;
+use crate::recovery::{self, ClosedMark, RecoveryReport, Replayed};
+use crate::retain::Retain;
+use crate::stats::add;
+use crate::store_dir::{
+    discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_obsolete, store_dir,
+    stray_store_file, table_level, tidy_before_writing, write_state, DirState,
+};
+use crate::types::SeqNo;
+use crate::version::Version;
+use crate::wal::WalWriter;
+
+use super::background;
+use super::inner::{Inner, Parts, Recovered};
+use super::Db;
+
+impl Db {
+    /// Opens the store in `path`, creating it if `options.create_if_missing`.
+    ///
+    /// Recovery: the manifest names the live tables; every WAL it does not retire is
+    /// replayed, oldest first, under `options.wal_recovery` (what was dropped is in
+    /// [`Db::recovery_report`]). Then one of two things happens:
+    ///
+    /// * **Kept.** Every log replayed cleanly (nothing dropped), the writes fit in
+    ///   less than `memtable_size`, and the last session closed cleanly (its `CLOSED`
+    ///   mark names the newest log at its current length; see
+    ///   `recovery::ClosedMark`): they become the live memtable, backed by the logs
+    ///   they came from, and the newest log is reopened for appending. Nothing is
+    ///   written at open, and a program that opens, writes a little and exits (a
+    ///   command-line `put`) adds to one log instead of leaving a table per run. The
+    ///   manifest already keeps every log from the oldest replayed one; the next flush
+    ///   retires them all at once (its manifest names the log after them, and only
+    ///   then are they deleted).
+    /// * **Flushed.** Otherwise (a tail was dropped or a record skipped, the writes
+    ///   are large, or the last session crashed, failed a sync or was never closed)
+    ///   they are written to an L0 table, a manifest that retires the old logs is made
+    ///   durable, and a fresh log is started: a damaged log, or one whose bytes may be
+    ///   only in the page cache, is never written after.
+    ///
+    /// With [`Options::read_only`] nothing is written, no lock is taken, and the logs
+    /// are replayed into memory only: see [`Options::read_only`].
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        options.validate()?;
+        let dir = store_dir(path.as_ref())?;
+        if options.read_only {
+            return open_read_only(dir, options);
+        }
+        let lock = lock_dir(&dir, &options)?;
+        let parts = Parts::new(dir, options)?;
+        let (state, names, moved_aside) = read_state_and_tidy(&parts)?;
+        let version = recover_tables(&parts, &state)?;
+        let next_file_number = next_file_number(&names, &state);
+        let (wals, mut replayed) = recover_logs(&parts, &names, &state)?;
+        replayed.report.tables_moved_aside = moved_aside;
+        let (recovered, report) =
+            keep_or_flush(&parts, &state, version, &wals, replayed, next_file_number)?;
+        let inner = Arc::new(Inner::new(parts, recovered, Some(lock)));
+        let worker = background::spawn(&inner)?;
+        let db = handle(inner, Some(worker), report);
+        db.inner.schedule();
+        Ok(db)
+    }
+}
+
+/// The handle on a store's shared state (`worker`: its background thread, if any).
+fn handle(inner: Arc<Inner>, worker: Option<JoinHandle<()>>, recovery: RecoveryReport) -> Db {
+    Db {
+        inner,
+        worker: Mutex::new(worker),
+        closed: AtomicBool::new(false),
+        recovery,
+    }
+}
+
+/// Makes the directory if the open may create a store, refuses a directory without a
+/// store if it may not, and takes the directory's lock.
+fn lock_dir(dir: &Path, options: &Options) -> Result<FileLock> {
+    let fs = &options.file_system;
+    if !fs.exists(dir) {
+        if !options.create_if_missing {
+            return Err(Error::InvalidArgument(format!(
+                "{} does not exist and create_if_missing is false",
+                dir.display()
+            )));
+        }
+        fs.create_dir_all(dir)?;
+    }
+    if !options.create_if_missing && !fs.exists(&filename::manifest_path(dir)) {
+        // Refused before the lock is taken: no LOCK file is left in a directory
+        // that holds no store.
+        return Err(no_store(dir));
+    }
+    match fs.lock(&filename::lock_path(dir)) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(Error::Locked(dir.to_path_buf()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The manifest (a new, empty state for a store being created), the directory's file
+/// names after tidying, and where the tables no manifest names were moved.
+fn read_state_and_tidy(parts: &Parts) -> Result<(ManifestState, Vec<String>, Vec<PathBuf>)> {
+    let (fs, dir) = (&parts.fs, &parts.dir);
+    let names = fs.list(dir)?;
+    let state = manifest::read_manifest(fs.as_ref(), dir)?;
+    let state = match state {
+        Some(s) => s,
+        None if !parts.options.create_if_missing => return Err(no_store(dir)),
+        None => {
+            if stray_store_file(&names).is_some() {
+                return Err(no_manifest(dir, &names));
+            }
+            ManifestState::new(1, 0, 0, Vec::new())
+        }
+    };
+
+    // Before anything is written: leftover temp files go (they are never named by
+    // a manifest, and after a full disk they hold the space a reopen needs), and
+    // tables the manifest does not name are moved aside, never deleted.
+    let moved_aside = tidy_before_writing(fs, dir, &names, &state)?;
+    let names = if moved_aside.is_empty() {
+        names
+    } else {
+        fs.list(dir)?
+    };
+    Ok((state, names, moved_aside))
+}
+
+/// Opens every live table; index and filter come into memory now.
+fn recover_tables(parts: &Parts, state: &ManifestState) -> Result<Version> {
+    let files = parts.table_files();
+    let mut tables = Vec::new();
+    for meta in state.tables() {
+        let level = table_level(&parts.dir, meta)?;
+        let handle = files.open(meta.number)?;
+        tables.push((level, Arc::new(handle)));
+    }
+    Ok(Version::empty().apply(&[], tables))
+}
+
+/// The number the next new file takes: above the manifest's count and above every
+/// number a file in the directory already has.
+fn next_file_number(names: &[String], state: &ManifestState) -> u64 {
+    let max_on_disk = names
+        .iter()
+        .filter_map(|n| file_number(n))
+        .max()
+        .unwrap_or(0);
+    state.next_file_number().max(max_on_disk + 1).max(1)
+}
+
+/// Replays the live WALs, oldest first, into one memtable under
+/// `options.wal_recovery`; returns the logs' numbers with what they held.
+fn recover_logs(
+    parts: &Parts,
+    names: &[String],
+    state: &ManifestState,
+) -> Result<(Vec<u64>, Replayed)> {
+    let wals = live_wals(names, state.wal_number());
+    let replayed = recovery::replay(
+        parts.fs.as_ref(),
+        &parts.dir,
+        &wals,
+        parts.options.wal_recovery,
+        state.last_sequence(),
+    )?;
+    add(
+        &parts.counters.wal_tail_bytes_dropped,
+        replayed.report.bytes_dropped(),
+    );
+    Ok((wals, replayed))
+}
+
+/// What becomes of the recovered writes (see [`Db::open`]): kept as the live memtable,
+/// backed by the logs they came from, or flushed ([`flush_recovered`]).
+fn keep_or_flush(
+    parts: &Parts,
+    state: &ManifestState,
+    version: Version,
+    wals: &[u64],
+    replayed: Replayed,
+    next_file_number: u64,
+) -> Result<(Recovered, RecoveryReport)> {
+    let (fs, dir) = (&parts.fs, &parts.dir);
+    let Replayed {
+        memtable,
+        last_seq,
+        mut report,
+    } = replayed;
+    // The mark vouches for the logs once: whatever happens next, this session's
+    // own clean close must write a new one. (A mark that cannot be removed is
+    // harmless: the first append makes the log longer than it says.)
+    let mark = ClosedMark::read(fs.as_ref(), dir);
+    if mark.is_some() {
+        let _ = fs.remove(&filename::closed_path(dir));
+    }
+    let keep = recovery::can_keep(&report, &memtable, parts.options.memtable_size, mark);
+    let recovered = match (wals.first(), report.wals.last()) {
+        (Some(&oldest), Some(newest)) if keep => {
+            // The logs replayed cleanly, hold less than a memtable, and the last
+            // session closed cleanly: they stay the memtable's logs, and writes go
+            // on appending to the newest. No manifest change is needed: it
+            // already keeps every log from `oldest`.
+            let file = fs.open_append(&filename::wal_path(dir, newest.number))?;
+            remove_obsolete(fs, dir, None, oldest);
+            report.kept_in_memtable = true;
+            Recovered {
+                version,
+                mem: memtable,
+                mem_wal: oldest,
+                wal: WalWriter::new(file),
+                wal_number: newest.number,
+                wal_start: newest.file_len,
+                last_seq,
+                last_sequence: state.last_sequence(),
+                next_file_number,
+            }
+        }
+        _ => flush_recovered(parts, state, version, &memtable, last_seq, next_file_number)?,
+    };
+    Ok((recovered, report))
+}
+
+/// Writes the recovered writes to an L0 table, makes durable a manifest that retires
+/// the logs they came from, and starts a fresh log.
+fn flush_recovered(
+    parts: &Parts,
+    state: &ManifestState,
+    mut version: Version,
+    memtable: &Memtable,
+    last_seq: SeqNo,
+    next_file_number: u64,
+) -> Result<Recovered> {
+    let (fs, dir) = (&parts.fs, &parts.dir);
+    let next_file_number = AtomicU64::new(next_file_number);
+    let mut built = Vec::new();
+    if !memtable.is_empty() {
+        let number = next_file_number.fetch_add(1, Ordering::Relaxed);
+        let handle = parts.table_files().build(
+            number,
+            &parts.policy,
+            // No snapshot exists yet: the newest version of each key.
+            Retain::new(memtable.versions().map(Ok), Vec::new(), false),
+        )?;
+        if let Some(handle) = handle {
+            version = version.apply(&[], vec![(0, Arc::new(handle))]);
+            built.push(number);
+        }
+    }
+    // Also when nothing was kept: the numbers of records point-in-time
+    // recovery dropped are used up, and the logs that held them go.
+    let last_sequence = state.last_sequence().max(last_seq);
+
+    // A manifest that retires the old WALs, then the fresh WAL it names. In
+    // this order, a crash or error in between leaves no WAL newer than one
+    // with a torn tail, and no WAL without a manifest (either would refuse
+    // the next open); a named WAL that does not exist yet holds no writes.
+    let wal_number = next_file_number.fetch_add(1, Ordering::Relaxed);
+    let next = next_file_number.load(Ordering::Relaxed);
+    if let Err(e) = write_state(fs, dir, &version, wal_number, next, last_sequence) {
+        // No manifest names the table: delete it, as a failed install
+        // does, or the next open would move it aside for good (the
+        // logs it came from are still there and replay again).
+        discard_unrecorded(fs, dir, &built);
+        return Err(e);
+    }
+    let wal_file = fs.create(&filename::wal_path(dir, wal_number))?;
+    fs.sync_dir(dir)?;
+    remove_obsolete(fs, dir, None, wal_number);
+    Ok(Recovered {
+        version,
+        mem: Memtable::new(),
+        mem_wal: wal_number,
+        wal: WalWriter::new(wal_file),
+        wal_number,
+        wal_start: 0,
+        last_seq,
+        last_sequence,
+        next_file_number: next_file_number.into_inner(),
+    })
+}
+
+/// How many times a read-only open starts again when the store changed under it.
+const READ_ONLY_ATTEMPTS: usize = 20;
+
+/// A read-only open (see [`Options::read_only`]): the manifest's tables are opened and
+/// the logs replayed into the memtable; nothing is written, deleted or locked, and no
+/// background thread runs. A writer may be rotating files meanwhile: when an attempt
+/// fails and the manifest changed while it ran, it starts again.
+fn open_read_only(dir: PathBuf, options: Options) -> Result<Db> {
+    let fs = options.file_system.clone();
+    if !fs.exists(&dir) {
+        return Err(Error::InvalidArgument(format!(
+            "{} does not exist",
+            dir.display()
+        )));
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let before = DirState::read(fs.as_ref(), &dir);
+        let opened = open_read_only_once(&dir, &options);
+        if opened.is_ok() {
+            return opened;
+        }
+        // A table or log that vanished because a writer moved on: read again.
+        let after = DirState::read(fs.as_ref(), &dir);
+        if before.same_manifest(&after) {
+            return opened;
+        }
+        if attempt >= READ_ONLY_ATTEMPTS {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ResourceBusy,
+                format!(
+                    "{} is open by another process that kept changing it: {} file(s) \
+                     rotated while reading, {attempt} attempt(s); try again",
+                    dir.display(),
+                    before.changes(&after)
+                ),
+            )));
+        }
+    }
+}
+
+fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
+    let parts = Parts::new(dir.to_path_buf(), options.clone())?;
+    // The logs are listed before the manifest is read. A writer deletes a log only
+    // after a manifest that retires it is in place, so every log the manifest read
+    // below still needs was listed (a log started since holds only newer writes, a
+    // suffix this open does not see). A listed log or named table that vanishes before
+    // it is read fails this attempt, and the caller reads again.
+    let names = parts.fs.list(dir)?;
+    let Some(state) = manifest::read_manifest(parts.fs.as_ref(), dir)? else {
+        return Err(no_manifest(dir, &names));
+    };
+    let version = recover_tables(&parts, &state)?;
+    let (wals, replayed) = recover_logs(&parts, &names, &state)?;
+    let mem_wal = wals.first().copied().unwrap_or(state.wal_number());
+    let recovered = Recovered {
+        version,
+        mem: replayed.memtable,
+        mem_wal,
+        wal: WalWriter::new(Box::new(NoWrites)),
+        wal_number: mem_wal,
+        wal_start: 0,
+        last_seq: replayed.last_seq,
+        last_sequence: state.last_sequence(),
+        next_file_number: state.next_file_number(),
+    };
+    let inner = Arc::new(Inner::new(parts, recovered, None));
+    Ok(handle(inner, None, replayed.report))
+}
+
+/// The log "writer" of a read-only open: every write is refused before it gets here.
+struct NoWrites;
+
+impl crate::fs::WritableFile for NoWrites {
+    fn append(&mut self, _: &[u8]) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "the store is open read-only",
+        ))
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! Building, opening and describing table files, apart from any open store: a flush,
+//! a compaction, open's flush of recovered logs and `repair` all write a table the
+//! same way, and open, `repair` and `inspect` all open one the same way.
+//!
+//! ```text
+//!  entries ─► NNNNNN.sst.tmp ─► fsync ─► rename to NNNNNN.sst ─► fsync dir ─► open
+//!             (any failure: the files made so far are deleted; no manifest names them)
+//! ```
+//!
+//! [`TableFiles`] names what that takes (directory, file system, table cache, options,
+//! counters, the policies that open filters); the caller chooses each new table's
+//! number and filter policy.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bloomkv_filter::{FilterInfo, FilterPolicy, RangeFilterStats};
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::FileSystem;
+use crate::options::Options;
+use crate::sstable::TableCache;
+use crate::sstable::{
+    show_key, FilterState, RangeFilterState, Table, TableBuilder, TableFile, TableOptions,
+};
+use crate::stats::Counters;
+use crate::types::Entry;
+use crate::version::TableHandle;
+
+/// Where tables are written and how they are opened: a store's own (its table cache
+/// and counters), or ones made for a single job (`repair`).
+pub(crate) struct TableFiles<'a> {
+    pub(crate) fs: &'a Arc<dyn FileSystem>,
+    /// The open files (bounded by `max_open_files`) and the block cache.
+    pub(crate) cache: &'a Arc<TableCache>,
+    pub(crate) dir: &'a Path,
+    /// Block size, compression, prefix extractor, range filter, alignment.
+    pub(crate) options: &'a Options,
+    /// What reads of the opened tables count.
+    pub(crate) counters: &'a Arc<Counters>,
+    /// Opens any table's filter, whatever policy wrote it.
+    pub(crate) policies: &'a [Arc<dyn FilterPolicy>],
+}
+
+impl TableFiles<'_> {
+    /// Opens live table `number` (index and filter come into memory).
+    pub(crate) fn open(&self, number: u64) -> Result<TableHandle> {
+        let path = filename::table_path(self.dir, number);
+        let file = TableFile::cached(self.cache.slot(path.clone()), self.counters.clone());
+        let table =
+            Table::open_file(file, self.policies).map_err(|e| live_table_error(&path, e))?;
+        Ok(TableHandle { number, table })
+    }
+
+    /// Writes `entries` as table `number` with `policy`'s filter: temp name, fsync,
+    /// rename, directory fsync, open. `None` if `entries` was empty.
+    ///
+    /// On any failure the files it made are deleted at once: no manifest names the table
+    /// yet, so they are garbage, and on a full disk they hold the space the next attempt
+    /// (or a reopen) needs.
+    pub(crate) fn build(
+        &self,
+        number: u64,
+        policy: &Option<Arc<dyn FilterPolicy>>,
+        entries: impl Iterator<Item = Result<Entry>>,
+    ) -> Result<Option<TableHandle>> {
+        let (fs, dir, options) = (self.fs, self.dir, self.options);
+        let tmp = filename::temp_table_path(dir, number);
+        let path = filename::table_path(dir, number);
+        let mut renamed = false;
+        let built = (|| {
+            let mut builder = TableBuilder::new(
+                fs.create(&tmp)?,
+                tmp.clone(),
+                TableOptions {
+                    block_size: options.block_size,
+                    restart_interval: options.restart_interval,
+                    filter_policy: policy.clone(),
+                    prefix_extractor: options.prefix_extractor.clone(),
+                    compression: options.compression,
+                    range_filter: options.range_filter,
+                    block_align: options.block_align,
+                },
+            );
+            for entry in entries {
+                let e = entry?;
+                builder.add(&e.key, e.seq, e.kind, &e.value)?;
+            }
+            if builder.num_entries() == 0 {
+                drop(builder);
+                let _ = fs.remove(&tmp);
+                return Ok(None);
+            }
+            builder.finish()?;
+            fs.rename(&tmp, &path)?;
+            renamed = true;
+            fs.sync_dir(dir)?;
+            self.open(number).map(Some)
+        })();
+        if built.is_err() {
+            let _ = fs.remove(if renamed { &path } else { &tmp });
+        }
+        built
+    }
+}
+
+/// What a failure to open a live table means. A table the manifest names that is
+/// missing, or shorter than its own footer says, is corruption; any other I/O error
+/// (too many open files, permission denied, a full disk, a device error) is the
+/// operating system's refusal, reported as `Error::Io` with the path: the store may
+/// well be sound.
+pub(crate) fn live_table_error(path: &Path, e: Error) -> Error {
+    match e {
+        Error::Io(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Error::corruption(path, format!("live table cannot be read: {e}"))
+        }
+        other => other,
+    }
+}
+
+/// One live table, as `inspect` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableInfo {
+    /// The level it lives on.
+    pub level: usize,
+    /// Its file number.
+    pub number: u64,
+    /// Its file.
+    pub path: PathBuf,
+    /// File size in bytes.
+    pub file_size: u64,
+    /// Its table format version (5: page-aligned data blocks; see docs/FORMAT.md).
+    pub format_version: u32,
+    /// Smallest key.
+    #[serde(serialize_with = "ser_key")]
+    pub smallest: Bytes,
+    /// Largest key.
+    #[serde(serialize_with = "ser_key")]
+    pub largest: Bytes,
+    /// Entries, tombstones included.
+    pub entries: u64,
+    /// Tombstones.
+    pub deletions: u64,
+    /// The filter policy recorded in the table ("" if none).
+    pub filter_policy: String,
+    /// The bits per key it was built with.
+    pub bits_per_key: f64,
+    /// Whether the filter is in use, and if not why.
+    pub filter_state: String,
+    /// The decoded filter's shape, if it loaded.
+    pub filter: Option<FilterInfo>,
+    /// Whether scans consult a range filter, and if not why.
+    pub range_filter_state: String,
+    /// The decoded range filter's figures, if it loaded.
+    pub range_filter: Option<RangeFilterStats>,
+}
+
+fn ser_key<S: serde::Serializer>(key: &Bytes, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&show_key(key))
+}
+
+impl TableInfo {
+    pub(crate) fn of(level: usize, number: u64, table: &Table) -> TableInfo {
+        let p = table.properties();
+        TableInfo {
+            level,
+            number,
+            path: table.path().to_path_buf(),
+            file_size: table.file_size(),
+            format_version: p.format_version,
+            smallest: table.smallest().clone(),
+            largest: table.largest().clone(),
+            entries: p.entries,
+            deletions: p.deletions,
+            filter_policy: p.filter_policy.clone(),
+            bits_per_key: p.bits_per_key,
+            filter_state: match table.filter_state() {
+                FilterState::Loaded => "loaded".into(),
+                FilterState::NotWritten => "none".into(),
+                FilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
+                FilterState::UnknownPolicy(name) => format!("unknown policy {name}, ignored"),
+            },
+            filter: table.filter_info(),
+            range_filter_state: match table.range_filter_state() {
+                RangeFilterState::Loaded => "loaded".into(),
+                RangeFilterState::NotWritten => "none".into(),
+                RangeFilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
+            },
+            range_filter: table.range_filter_stats(),
+        }
+    }
+}
