@@ -137,6 +137,34 @@ impl Db {
         self.inner.get(key.as_ref())
     }
 
+    /// The values of many keys, one answer per key in the order asked, all read at one
+    /// point in time: a write batch committed meanwhile is seen whole or not at all.
+    /// Duplicates, empty keys and absent keys are allowed; an empty batch is an empty
+    /// answer. A key over [`MAX_KEY_LEN`](crate::MAX_KEY_LEN) is `InvalidArgument`
+    /// before any lookup; an I/O error fails the call and the store goes on.
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// db.put("apple", "red")?;
+    /// db.put("cherry", "dark red")?;
+    /// let values = db.multi_get(["cherry", "banana", "apple", "cherry"])?;
+    /// assert_eq!(values[0].as_deref(), Some(&b"dark red"[..]));
+    /// assert_eq!(values[1], None);
+    /// assert_eq!(values[2].as_deref(), Some(&b"red"[..]));
+    /// assert_eq!(values[3], values[0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.inner.multi_get_at(&refs, None)
+    }
+
     /// Iterates over the live keys in `range`, in key order, with their values.
     ///
     /// The scan reads the store as of the moment it starts (later writes are not seen)

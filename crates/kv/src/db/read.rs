@@ -8,13 +8,13 @@ use std::sync::Arc;
 use bloomkv_filter::KeyHash;
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memtable::READ_LATEST;
 use crate::prefix::prefix_successor;
 use crate::scan::ScanIter;
 use crate::stats::{bump, ReadTally};
 use crate::types::Hit;
-use crate::types::SeqNo;
+use crate::types::{SeqNo, MAX_KEY_LEN};
 
 use super::inner::{Inner, View};
 
@@ -38,6 +38,33 @@ impl Inner {
     pub(super) fn get_at(&self, key: &[u8], read_seq: SeqNo) -> Result<Option<Bytes>> {
         let view = self.view.load();
         self.read(&view, key, read_seq, read_seq)
+    }
+
+    /// `get` for many keys against ONE view and ONE sequence number, so the batch sees
+    /// the store at a single point in time: a write batch committed meanwhile is in all
+    /// of the answers or in none. `read_seq` is a snapshot's number (`None`: now).
+    /// Every key's length is checked before any lookup, so an argument error does no
+    /// work. Each key takes the single-key path today; answers come in the order asked.
+    pub(super) fn multi_get_at(
+        &self,
+        keys: &[&[u8]],
+        read_seq: Option<SeqNo>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        if let Some(key) = keys.iter().find(|k| k.len() > MAX_KEY_LEN) {
+            return Err(Error::InvalidArgument(format!(
+                "multi_get: key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
+                key.len()
+            )));
+        }
+        // As in `get`: the view first, then the number (see there).
+        let view = self.view.load();
+        let (mem_seq, table_seq) = match read_seq {
+            Some(seq) => (seq, seq),
+            None => (self.visible_seq.load(Ordering::Acquire), READ_LATEST),
+        };
+        keys.iter()
+            .map(|key| self.read(&view, key, mem_seq, table_seq))
+            .collect()
     }
 
     /// One lookup in `view`: memtables at `mem_seq`, then the tables at `table_seq`.

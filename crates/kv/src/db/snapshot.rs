@@ -148,6 +148,17 @@ impl Snapshot {
         self.held.db.get_at(key.as_ref(), self.held.seq)
     }
 
+    /// [`Db::multi_get`](crate::Db::multi_get) as of the snapshot: one answer per key,
+    /// in the order asked.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.held.db.multi_get_at(&refs, Some(self.held.seq))
+    }
+
     /// The live keys in `range` as of the snapshot, with their values: the same
     /// iterator as [`Db::scan`](crate::Db::scan), double-ended.
     ///
