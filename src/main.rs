@@ -75,11 +75,14 @@ enum Command {
         /// The store directory.
         dir: PathBuf,
     },
-    /// Print a key's value (read-only open: works beside a writer and on a read-only
-    /// directory). Exit 1 if the key is absent.
+    /// Print the values of one or more keys, one line per key in the order given, all
+    /// read at one point in time (`multi_get`; a read-only open: works beside a writer
+    /// and on a read-only directory). An absent key prints an empty line and a message
+    /// on stderr. Exit 1 if any key is absent.
     Get {
         dir: PathBuf,
-        key: String,
+        #[arg(required = true, num_args = 1..)]
+        keys: Vec<String>,
         /// The key is hex, and the value is printed in hex.
         #[arg(long)]
         hex: bool,
@@ -233,24 +236,30 @@ fn run(command: Command) -> CmdResult {
             write!(out, "{}", kv::repair(&dir, Options::default())?)?;
             ExitCode::SUCCESS
         }
-        Command::Get { dir, key, hex } => {
-            let key = arg_bytes("key", &key, hex)?;
+        Command::Get { dir, keys, hex } => {
+            let keys = keys
+                .iter()
+                .map(|k| arg_bytes("key", k, hex))
+                .collect::<Result<Vec<_>, _>>()?;
             let db = open_read_only(&dir)?;
-            match db.get(&key)? {
-                Some(v) => {
-                    if hex {
-                        writeln!(out, "{}", to_hex(&v))?;
-                    } else {
+            let mut code = ExitCode::SUCCESS;
+            for (key, value) in keys.iter().zip(db.multi_get(&keys)?) {
+                match value {
+                    Some(v) if hex => writeln!(out, "{}", to_hex(&v))?,
+                    Some(v) => {
                         out.write_all(&v)?;
                         out.write_all(b"\n")?;
                     }
-                    ExitCode::SUCCESS
-                }
-                None => {
-                    eprintln!("bloomkv: key {} not found", show_arg(&key, hex));
-                    ExitCode::from(NOT_FOUND)
+                    None => {
+                        eprintln!("bloomkv: key {} not found", show_arg(key, hex));
+                        if keys.len() > 1 {
+                            out.write_all(b"\n")?; // keeps one line per key
+                        }
+                        code = ExitCode::from(NOT_FOUND);
+                    }
                 }
             }
+            code
         }
         Command::Put {
             dir,

@@ -75,6 +75,25 @@ fn put_get_delete_scan_round_trip() {
 }
 
 #[test]
+fn get_answers_several_keys_one_line_each_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("db");
+    let d = d.to_str().unwrap();
+    for (k, v) in [("a", "1"), ("c", "3")] {
+        assert!(bloomkv(&["put", d, k, v]).status.success());
+    }
+    let o = bloomkv(&["get", d, "c", "a", "c"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "3\n1\n3\n");
+    let o = bloomkv(&["get", d, "c", "b", "a"]);
+    assert_eq!(o.status.code(), Some(1), "one absent key exits 1");
+    assert_eq!(stdout(&o), "3\n\n1\n", "the absent key's line is empty");
+    assert!(stderr(&o).contains("key \"b\" not found"), "{}", stderr(&o));
+    let o = bloomkv(&["get", d, "--hex", "63", "61"]);
+    assert_eq!(stdout(&o), "33\n31\n");
+}
+
+#[test]
 fn a_hundred_command_line_puts_leave_at_most_a_handful_of_tables() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("db");
