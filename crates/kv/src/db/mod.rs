@@ -160,9 +160,7 @@ impl Db {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Bytes>>> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        self.inner.multi_get_at(&refs, None)
+        self.inner.multi_get_at(keys, None)
     }
 
     /// Iterates over the live keys in `range`, in key order, with their values.

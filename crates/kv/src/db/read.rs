@@ -45,12 +45,17 @@ impl Inner {
     /// of the answers or in none. `read_seq` is a snapshot's number (`None`: now).
     /// Every key's length is checked before any lookup, so an argument error does no
     /// work. Each key takes the single-key path today; answers come in the order asked.
-    pub(super) fn multi_get_at(
+    pub(super) fn multi_get_at<K: AsRef<[u8]>>(
         &self,
-        keys: &[&[u8]],
+        keys: impl IntoIterator<Item = K>,
         read_seq: Option<SeqNo>,
     ) -> Result<Vec<Option<Bytes>>> {
-        if let Some(key) = keys.iter().find(|k| k.len() > MAX_KEY_LEN) {
+        let keys: Vec<K> = keys.into_iter().collect();
+        if let Some(key) = keys
+            .iter()
+            .map(AsRef::as_ref)
+            .find(|k| k.len() > MAX_KEY_LEN)
+        {
             return Err(Error::InvalidArgument(format!(
                 "multi_get: key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
                 key.len()
@@ -63,7 +68,7 @@ impl Inner {
             None => (self.visible_seq.load(Ordering::Acquire), READ_LATEST),
         };
         keys.iter()
-            .map(|key| self.read(&view, key, mem_seq, table_seq))
+            .map(|key| self.read(&view, key.as_ref(), mem_seq, table_seq))
             .collect()
     }
 

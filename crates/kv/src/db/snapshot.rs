@@ -154,9 +154,7 @@ impl Snapshot {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Bytes>>> {
-        let keys: Vec<K> = keys.into_iter().collect();
-        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        self.held.db.multi_get_at(&refs, Some(self.held.seq))
+        self.held.db.multi_get_at(keys, Some(self.held.seq))
     }
 
     /// The live keys in `range` as of the snapshot, with their values: the same
