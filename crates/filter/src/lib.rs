@@ -75,6 +75,8 @@ pub use range::{
     RangeFilterBuilder, RangeFilterReader, RangeFilterStats, RANGE_DEFAULT_SEED,
     RANGE_FORMAT_VERSION, RANGE_MAX_BITS_PER_KEY, RANGE_MIN_BITS_PER_KEY,
 };
+/// A Ribbon filter small enough to print, for learning how banding and solving work.
+pub use ribbon::teach::{TeachingEquation, TeachingRibbon};
 pub use ribbon::{
     RibbonPolicy, RibbonProbe, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION,
     RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME,

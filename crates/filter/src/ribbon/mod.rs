@@ -31,6 +31,7 @@ pub(crate) mod hash;
 pub(crate) mod policy;
 pub(crate) mod shape;
 pub(crate) mod solve;
+pub(crate) mod teach;
 
 pub use block::{RibbonProbe, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION};
 pub use policy::{RibbonPolicy, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};
