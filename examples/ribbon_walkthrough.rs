@@ -4,7 +4,9 @@
 //! how many absent keys get through (about 1 in 2^4).
 //!
 //! Change `KEYS`, `SLOTS`, `WIDTH` or `RESULT_BITS` and rerun: with more keys or
-//! narrower rows, seeds start to fail (the printed "seed" line says how many).
+//! narrower rows, seeds start to fail (the printed "seed" line says how many). The
+//! last table builds real filter blocks at fixed slots per key (`SLOT_FACTORS`):
+//! too few slots and construction fails, so the policy writes a Bloom block instead.
 //! The filter block's Ribbon does the same with 64-slot rows and thousands of slots
 //! (`docs/GUIDE.md`, "Ribbon").
 //!
@@ -12,7 +14,9 @@
 
 use std::fmt::Write;
 
-use bloomkv::{FilterError, TeachingEquation, TeachingRibbon};
+use bloomkv::{
+    FilterError, FilterPolicy, RibbonPolicy, TeachingEquation, TeachingRibbon, RIBBON_MAX_ATTEMPTS,
+};
 
 const KEYS: [&str; 10] = [
     "apple", "banana", "cherry", "date", "elder", "fig", "grape", "kiwi", "lemon", "mango",
@@ -21,6 +25,10 @@ const SLOTS: usize = 16;
 const WIDTH: u32 = 8;
 const RESULT_BITS: u32 = 4;
 const ABSENT_QUERIES: u32 = 10_000;
+/// Section 7: the real policy at fixed slots per key.
+const REAL_KEYS: u32 = 10_000;
+const REAL_SETS: u32 = 10;
+const SLOT_FACTORS: [f64; 5] = [1.00, 1.02, 1.05, 1.10, 1.15];
 
 /// An equation's coefficients drawn under the slot ruler: two characters per slot.
 fn draw_row(start: usize, coeff: u64) -> String {
@@ -207,11 +215,34 @@ fn walkthrough() -> Result<String, FilterError> {
 
     let _ = writeln!(
         w,
-        "\n6. Slack: of 100 seeds, how many band 56 keys into 64 slots, by row width"
+        "\n6. Slack: of 100 seeds, how many band 240 keys into 256 slots, by row width"
     );
     for width in [8, 16, 32, 64] {
-        let ok = TeachingRibbon::banding_successes(56, 64, width, 100)?;
+        let ok = TeachingRibbon::banding_successes(240, 256, width, 100)?;
         let _ = writeln!(w, "  width {width:>2}: {ok:>3} of 100");
+    }
+
+    let _ = writeln!(
+        w,
+        "\n7. The filter block's Ribbon (64-slot rows), {REAL_KEYS} keys, {REAL_SETS} key sets: blocks that\n   came out Ribbon (the rest fell back to Bloom after {RIBBON_MAX_ATTEMPTS} seeds), by slots per key"
+    );
+    for factor in SLOT_FACTORS {
+        let policy = RibbonPolicy::new(10.0)?.with_slots_per_key(factor)?;
+        let mut ribbons = 0;
+        for set in 0..REAL_SETS {
+            let mut builder = policy.new_builder();
+            for i in 0..REAL_KEYS {
+                builder.add_key(format!("set{set}-key{i}").as_bytes());
+            }
+            let block = builder.finish();
+            if policy.open_reader(&block)?.info().layout == "ribbon" {
+                ribbons += 1;
+            }
+        }
+        let _ = writeln!(
+            w,
+            "  {factor:.2} slots per key: {ribbons:>2} of {REAL_SETS}"
+        );
     }
     Ok(out)
 }
@@ -313,5 +344,30 @@ mod tests {
             .collect();
         assert_eq!(counts.len(), 4);
         assert!(counts[0] < counts[3], "{counts:?}");
+    }
+
+    /// More slots per key never make fewer blocks band, and 1.15 bands all of them
+    /// where 1.00 (no slack) bands none.
+    #[test]
+    fn printed_fallbacks_fall_with_slack() {
+        let out = walkthrough().expect("a seed bands");
+        let counts: Vec<u32> = out
+            .lines()
+            .filter(|l| l.contains("slots per key:"))
+            .map(|l| {
+                l.split(':')
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+                    .expect("a count")
+            })
+            .collect();
+        assert_eq!(counts.len(), SLOT_FACTORS.len());
+        assert!(counts.windows(2).all(|w| w[0] <= w[1]), "{counts:?}");
+        assert_eq!(
+            (counts[0], counts[SLOT_FACTORS.len() - 1]),
+            (0, REAL_SETS),
+            "{counts:?}"
+        );
     }
 }

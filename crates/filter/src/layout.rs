@@ -83,7 +83,8 @@ impl BloomLayout {
     /// Probes per key at `bits_per_key`, clamped to `1..=MAX_PROBES`.
     ///
     /// Standard: `round(bits_per_key · ln 2)`, the formula's optimum (7 at 10 bits/key).
-    /// Cache-local: from [`CACHE_LOCAL_PROBES`], chosen by measurement (6 at 10 bits/key).
+    /// Cache-local: from [`CACHE_LOCAL_PROBES`], the exact line model's best `k` (6 at 10
+    /// bits/key; measurements agree).
     pub fn num_probes(self, bits_per_key: f64) -> u32 {
         let k = match self {
             BloomLayout::Standard => (bits_per_key * std::f64::consts::LN_2).round(),
@@ -148,8 +149,12 @@ impl BloomLayout {
 ///
 /// The counts sit below the standard layout's optimum at high bits per key (9 at 16
 /// instead of 11, 23 at 100 instead of 69): crowded lines fill up faster with extra
-/// probes. They agree with RocksDB's FastLocalBloom choice at 5, 10 and 20 bits/key
-/// (3, 6 and 11); above ~25 bits/key the two differ, and this table, unlike the one
+/// probes. They agree with RocksDB's `FastLocalBloomImpl::ChooseNumProbes`
+/// (`util/bloom_impl.h`, chosen by its authors' measurements) at 5, 10 and 20 bits/key
+/// (3, 6 and 11), but not everywhere: below 25 bits/key their switch points differ by
+/// up to 0.9 bits per key, so at 14.0 bits/key this table says 9 and RocksDB's 8, at 21.5 it
+/// says 12 and RocksDB's 11 (`tests/probe_table_vs_rocksdb.rs` lists every range where
+/// they differ); above ~25 bits/key they part further, and this table, unlike the one
 /// it replaces, has no jump to 30 probes at 37 bits/key (which made 37.001 bits/key
 /// 5.4x worse than 37.000). Blocks record their `k`, so blocks written with the old
 /// table read exactly as before.
@@ -239,7 +244,7 @@ pub(crate) fn standard_contains(words: &[u64], num_bits: u64, k: u32, hash: KeyH
 
 // Probes are independent 9-bit positions, so a key's k probes may repeat a bit (about
 // 3% of keys at k = 6); such a key sets and tests fewer bits, which is why the exact
-// model says 0.966% at 10 bits/key where the textbook per-line formula says 0.957%.
+// model says 0.966% at 10 bits/key where the textbook per-line formula says 0.9576%.
 // Drawing k *distinct* positions (skipping repeats) measured 0.960%, but building and
 // comparing a 512-bit mask doubled the query time (7.6 -> 14.6 ns in cache, hashing
 // included) and would add ~70 ns to a store lookup over ten tables. An arithmetic

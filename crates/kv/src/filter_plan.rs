@@ -20,7 +20,8 @@
 //! ```
 //!
 //! The plan is computed with each level's own policy model (cache-local or standard
-//! Bloom, or Ribbon read off a sample block), so it works for any mix. It solves "minimise `Σ wᵢ f(bᵢ)` subject to
+//! Bloom, or the Ribbon shape a 100,000-key table gets, `MODEL_KEYS`), so it works for
+//! any mix. It solves "minimise `Σ wᵢ f(bᵢ)` subject to
 //! `Σ nᵢ bᵢ = M`" greedily: starting from no filter anywhere, it repeatedly buys the
 //! step of 1/20 bit per key with the best reduction of wasted reads per bit of memory,
 //! until uniform's memory `M = bits_per_key · Σ nᵢ` is spent. The models are convex
@@ -115,7 +116,9 @@ fn ribbon_model(bits_per_key: f64) -> f64 {
 pub struct LevelLoad {
     /// Keys on the level (live tables plus the one being written).
     pub keys: u64,
-    /// Tables a lookup probes there: L0's table count, 1 on deeper levels.
+    /// Tables an absent lookup probes there, on average: L0's table count; on deeper
+    /// levels the level's coverage, the share of the key space its tables' ranges
+    /// cover (1.0 for a level spanning it all; see `loads`).
     pub probes: f64,
 }
 

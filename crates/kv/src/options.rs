@@ -163,8 +163,9 @@ pub struct Options {
     /// A memtable this large (approximate bytes) is frozen and flushed. Default 64 MiB
     /// (RocksDB's `write_buffer_size` and fjall's `max_memtable_size`): a large memtable
     /// absorbs many writes before the first compaction. A fill of 1M keys takes 0.9×
-    /// fjall's time with it, 1.03× with LevelDB's sizes (4 MiB memtable, 2 MiB tables,
-    /// 8 MiB level 1) and 1.34× with a 4 MiB memtable under the default level sizing
+    /// fjall's time with it, 1.03× with LevelDB-like sizes (4 MiB memtable, 2 MiB tables,
+    /// an 8 MiB level 1; LevelDB's own level 1 is 10 MiB, `MaxBytesForLevel` in
+    /// `db/version_set.cc`) and 1.34× with a 4 MiB memtable under the default level sizing
     /// (`crates/peers/examples/fill_settings.rs`). It costs memory: up to
     /// `(1 + max_immutable_memtables) × memtable_size` bytes of memtables, 128 MiB at
     /// the defaults, and as much WAL to replay after a crash.
