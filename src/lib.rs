@@ -21,6 +21,12 @@ pub use bytes::Bytes;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guide's Rust blocks (its formulas against the sizing functions and the planner),
+/// compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/GUIDE.md")]
+pub struct GuideDoctests;
+
 /// The disk-I/O savings benchmark (the `bloomkv-bench` crate), for the command line.
 #[cfg(feature = "cli")]
 pub use bloomkv_bench as bench;

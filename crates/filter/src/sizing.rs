@@ -220,7 +220,9 @@ fn totient(d: u32) -> u32 {
 /// at its best `k = 7`: the price of touching one cache line per lookup. (RocksDB's
 /// `util/bloom_impl.h` quotes 0.9535% as the "theoretical best" for these settings and
 /// says its own implementation yields about 0.957%; the textbook per-line formula
-/// `(1 - (1 - 1/512)^{k i})^k` averaged over binomial loads gives 0.9576%. This model
+/// `(1 - (1 - 1/512)^{k i})^k` averaged over binomial loads gives 0.9576%, and 0.9536%
+/// with `e^{-k i / 512}` in place of `(1 - 1/512)^{k i}` (`docs/GUIDE.md`, section 4,
+/// computes both). This model
 /// counts what an implementation that may repeat a bit within a key's probes does;
 /// bloomkv's filters measure 0.93–0.97%, within noise of it.)
 ///
