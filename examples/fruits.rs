@@ -3,6 +3,9 @@
 //! (20 bits, 2 hashes, 10 items) fills to ~70% and starts answering "maybe" for
 //! fruits it never saw.
 //!
+//! The formulas behind both filters, derived: `docs/GUIDE.md`, section 3 (its exercises
+//! use this example).
+//!
 //! Run: `cargo run --example fruits`
 
 use bloomkv::{BloomFilter, FilterError};

@@ -195,7 +195,7 @@ fn parse_tree(args: &[String]) -> Result<Vec<(u64, f64)>, String> {
             let (k, w) = a.split_once(':').unwrap_or((a, "1"));
             let keys = k.parse::<u64>().map_err(|e| format!("{a}: keys: {e}"))?;
             let probes = w.parse::<f64>().map_err(|e| format!("{a}: probes: {e}"))?;
-            if keys == 0 || !(probes > 0.0) {
+            if keys == 0 || probes.is_nan() || probes <= 0.0 {
                 return Err(format!("{a}: keys and probes must be positive"));
             }
             Ok((keys, probes))

@@ -9,6 +9,8 @@
 //! per bucket at the maximum load factor of 7/8, plus the 36-byte buffer in the
 //! allocator's 48-byte size class: about 77 bytes per key.
 //!
+//! Why the bits per key are `1.44 · log2(1/p)`: `docs/GUIDE.md`, section 3.
+//!
 //! Run: `cargo run --example sizing`
 
 use bloomkv::sizing::{false_positive_rate, optimal_num_bits, optimal_num_hashes};
