@@ -11,8 +11,9 @@
 //! counts. xorf seeds its fuse filters at random, so their two counts move a little
 //! between runs.
 //!
-//! Run: `cargo run --release --example fp_curves > docs/results/fp-vs-bits.csv`
-//! (its test checks that the committed file is what the program prints).
+//! Run: `cargo run --release --example fp_curves > docs/results/fp-vs-bits.csv`, then
+//! `cargo run --example fp_curves -- --svg docs/results/fp-vs-bits.csv > docs/results/fp-vs-bits.svg`
+//! for the chart (its tests check that the committed files are what the program prints).
 
 use bloomkv::{BloomPolicy, FilterError, FilterPolicy, KeyHash, RibbonPolicy};
 use xorf::{BinaryFuse16, BinaryFuse8, Filter};
@@ -142,8 +143,127 @@ fn csv() -> Result<String, FilterError> {
     Ok(out)
 }
 
+/// The chart of a CSV written by [`csv`]: false-positive rate (log scale) against the
+/// bits per key really spent, one line per filter, the fuse filters as points.
+fn svg(csv: &str) -> String {
+    const W: f64 = 640.0;
+    const H: f64 = 400.0;
+    const L: f64 = 70.0;
+    const R: f64 = 170.0;
+    const T: f64 = 40.0;
+    const B: f64 = 50.0;
+    let (x0, x1, d0, d1) = (3.0, 21.0, -5.0, 0.0); // bits per key; log10 of the rate
+    let px = |x: f64| L + (x - x0) / (x1 - x0) * (W - L - R);
+    let py = |fp: f64| {
+        let d = fp.max(1e-5).log10().clamp(d0, d1);
+        T + (d1 - d) / (d1 - d0) * (H - T - B)
+    };
+    let series: [(&str, &str, &str, bool); 6] = [
+        ("bound", "bound 2^-b", "#555555", true),
+        ("standard-bloom", "standard Bloom", "#4c72b0", false),
+        ("cache-local-bloom", "cache-local Bloom", "#dd8452", false),
+        ("ribbon", "Ribbon", "#55a868", false),
+        ("binary-fuse8", "BinaryFuse8", "#8172b3", false),
+        ("binary-fuse16", "BinaryFuse16", "#937860", false),
+    ];
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" font-family=\"Helvetica, Arial, sans-serif\" font-size=\"11\">\n\
+         <rect width=\"{W}\" height=\"{H}\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"22\" font-size=\"14\" text-anchor=\"middle\">False-positive rate against bits per key spent ({KEYS} keys)</text>\n",
+        W / 2.0
+    );
+    for x in (4..=20).step_by(2) {
+        let x = f64::from(x);
+        out += &format!(
+            "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"#eeeeee\"/>\n\
+             <text x=\"{0:.1}\" y=\"{3:.1}\" text-anchor=\"middle\">{x}</text>\n",
+            px(x),
+            T,
+            H - B,
+            H - B + 15.0
+        );
+    }
+    for d in -5..=0 {
+        let y = py(10f64.powi(d));
+        out += &format!(
+            "<line x1=\"{L}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#eeeeee\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">1e{d}</text>\n",
+            W - R,
+            L - 6.0,
+            y + 4.0
+        );
+    }
+    out += &format!(
+        "<rect x=\"{L}\" y=\"{T}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#333333\"/>\n\
+         <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">bits per key spent</text>\n\
+         <text transform=\"translate(18,{:.1}) rotate(-90)\" text-anchor=\"middle\">false-positive rate</text>\n",
+        W - L - R,
+        H - T - B,
+        (L + W - R) / 2.0,
+        H - 12.0,
+        (T + H - B) / 2.0
+    );
+    for (i, (name, label, color, dashed)) in series.iter().enumerate() {
+        let points: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.first() == Some(name))
+            .filter_map(|r| {
+                let x: f64 = r.get(2)?.parse().ok()?;
+                let fp: f64 = match r.get(6) {
+                    Some(m) if !m.is_empty() => m.parse().ok()?,
+                    _ => r.get(7)?.parse().ok()?,
+                };
+                Some((px(x), py(fp)))
+            })
+            .collect();
+        if points.len() > 1 {
+            let path: Vec<String> = points
+                .iter()
+                .map(|(x, y)| format!("{x:.1},{y:.1}"))
+                .collect();
+            out +=
+                &format!(
+                "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\"{}/>\n",
+                path.join(" "),
+                if *dashed { " stroke-dasharray=\"5,4\"" } else { "" }
+            );
+        }
+        for (x, y) in &points {
+            out += &format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"{color}\"/>\n");
+        }
+        let ly = T + 10.0 + 18.0 * i as f64;
+        out += &format!(
+            "<line x1=\"{0:.1}\" y1=\"{ly:.1}\" x2=\"{1:.1}\" y2=\"{ly:.1}\" stroke=\"{color}\" stroke-width=\"2\"/>\n\
+             <text x=\"{2:.1}\" y=\"{3:.1}\">{label}</text>\n",
+            W - R + 12.0,
+            W - R + 32.0,
+            W - R + 38.0,
+            ly + 4.0
+        );
+    }
+    out + "</svg>\n"
+}
+
 fn main() -> Result<(), FilterError> {
-    print!("{}", csv()?);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [flag, path] if flag == "--svg" => {
+            let data = std::fs::read_to_string(path)
+                .map_err(|e| FilterError::InvalidArgument(format!("{path}: {e}")))?;
+            print!("{}", svg(&data));
+        }
+        [] => print!("{}", csv()?),
+        _ => {
+            return Err(FilterError::InvalidArgument(
+                "usage: fp_curves [--svg DATA.csv]".into(),
+            ))
+        }
+    }
     Ok(())
 }
 
@@ -179,6 +299,16 @@ mod tests {
             let (mx, my): (f64, f64) = (x[7].parse().expect("model"), y[7].parse().expect("model"));
             assert!((mx - my).abs() <= 1e-3 * mx.abs(), "{x:?} against {y:?}");
         }
+    }
+
+    /// The committed chart is the committed data's, drawn by this program.
+    #[test]
+    fn committed_chart_is_drawn_from_the_committed_data() {
+        let data = include_str!("../docs/results/fp-vs-bits.csv");
+        let chart = include_str!("../docs/results/fp-vs-bits.svg");
+        assert_eq!(svg(data), chart);
+        // Every filter is drawn: six legend entries, one point per row but the header.
+        assert_eq!(chart.matches("<circle").count(), data.lines().count() - 1);
     }
 
     /// Each measured rate is within 4 σ of its model (binomial sampling), plus the
