@@ -27,10 +27,16 @@
 
 pub(crate) mod band;
 pub(crate) mod block;
+pub(crate) mod bump;
+pub(crate) mod bumped_block;
 pub(crate) mod hash;
 pub(crate) mod policy;
 pub(crate) mod shape;
 pub(crate) mod solve;
 
-pub use block::{RibbonProbe, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION};
-pub use policy::{RibbonPolicy, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME};
+pub use block::{
+    RibbonProbe, BUMPED_RIBBON_FORMAT_VERSION, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION,
+};
+pub use policy::{
+    RibbonOutcome, RibbonPolicy, BUMPED_MIN_KEYS, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME,
+};
