@@ -130,6 +130,67 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Bumped blocks (version 4) made up from parts, mostly plausible, some not,
+    /// behind a valid checksum: open or refuse, never panic; what opens answers
+    /// lookups and reports a rate in [0, 1].
+    #[test]
+    fn resealed_bumped_blocks_never_panic(
+        rows in prop::collection::vec((0u64..6, 0u64..4, prop_oneof![3 => 1u8..6, 1 => any::<u8>()]), 0..6),
+        layers_byte in prop_oneof![3 => Just(None), 1 => any::<u8>().prop_map(Some)],
+        extra_words in prop_oneof![3 => Just(0i64), 1 => -2i64..3],
+        num_keys in prop_oneof![1u64..500, any::<u64>()],
+        bumps_wrong in prop::bool::weighted(0.1),
+        r0 in prop_oneof![3 => Just(None), 1 => any::<u8>().prop_map(Some)],
+    ) {
+        let count = rows.len();
+        let mut words = 0i64;
+        for (l, &(blocks, upper, r)) in rows.iter().enumerate() {
+            let last = l + 1 == count;
+            words += (blocks * u64::from(r) + upper) as i64;
+            if !last {
+                words += blocks.div_ceil(32) as i64;
+            }
+        }
+        let words = (words + extra_words).max(0) as usize;
+        let mut block: Vec<u8> = (0..words * 8).map(|i| (i * 131 + 7) as u8).collect();
+        for (l, &(blocks, upper, r)) in rows.iter().enumerate() {
+            block.extend_from_slice(&blocks.to_le_bytes());
+            block.extend_from_slice(&upper.to_le_bytes());
+            block.push(r);
+            block.push(u8::from((l + 1 < count) != bumps_wrong));
+            block.extend_from_slice(&[0; 6]);
+        }
+        block.extend_from_slice(&5u32.to_le_bytes());
+        block.extend_from_slice(&[layers_byte.unwrap_or(count as u8), 0, 0, 0]);
+        let r = r0.unwrap_or_else(|| rows.first().map_or(0, |x| x.2));
+        block.extend_from_slice(&[4, 2, r, 1]);
+        block.extend_from_slice(&num_keys.to_le_bytes());
+        block.extend_from_slice(&(words as u64 * 64).to_le_bytes());
+        let crc = crc32fast::hash(&block);
+        block.extend_from_slice(&crc.to_le_bytes());
+        match open_filter_block(&block) {
+            Ok(reader) => {
+                let info = reader.info();
+                prop_assert_eq!(info.layout, "ribbon");
+                prop_assert!((0.0..=1.0).contains(&info.estimated_fp_rate));
+                for i in 0..50u32 {
+                    let _ = reader.may_contain(&i.to_le_bytes());
+                    reader.prefetch_hash(KeyHash::of(&i.to_le_bytes()));
+                }
+                if let Some(p) = reader.ribbon_probe() {
+                    let mut c = 1u64;
+                    let _ = bloomkv_filter::RibbonProbe::first_maybe(&[p], &mut c, KeyHash::of(b"x"));
+                }
+            }
+            Err(FilterError::Corrupt(_)) => {}
+            Err(e) => prop_assert!(false, "wrong error kind {e}"),
+        }
+    }
+}
+
 #[test]
 fn one_key_empty_keys_and_64_kib_keys() {
     let policy = RibbonPolicy::new(10.0).unwrap();
