@@ -620,3 +620,50 @@ fn the_expected_rate_of_an_absurd_key_count_is_a_rate() {
         assert!((0.0..=1.0).contains(&rate), "{n}: {rate}");
     }
 }
+
+/// The numbers behind docs/notes/2026-12-05-ribbon-bound.md: for each table size and
+/// bits per key, version 3's and version 4's real bits per key, measured rate over
+/// 2·10^6 absent keys, and model rate, and how many of 20 key sets needed a retry or a
+/// fallback. Run with
+/// `cargo test --release -p bloomkv-filter --test ribbon bound_table -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn bound_table() {
+    let q = 2_000_000u64;
+    for n in [10_000usize, 100_000, 1_000_000] {
+        for bpk in [7.1, 10.0] {
+            for (name, policy) in [
+                ("v3", standard(bpk)),
+                ("v4", RibbonPolicy::new(bpk).unwrap()),
+            ] {
+                let hashes = random_hashes(n as u64 ^ 0x5EED, n);
+                let block = build_hashes(&policy, &hashes);
+                let reader = policy.open_reader(&block).unwrap();
+                let mut rng = SplitMix(0xFEED);
+                let hits = (0..q)
+                    .filter(|_| reader.may_contain_hash(rng.hash()))
+                    .count();
+                let got = hits as f64 / q as f64;
+                let sigma = (got * (1.0 - got) / q as f64).sqrt();
+                let sets = if n >= 1_000_000 { 4 } else { 20 };
+                let not_first = (0..sets)
+                    .filter(|&t| {
+                        let hs = random_hashes(9_000 + t, n);
+                        let (_, o) = policy.construction_outcome(&hs);
+                        !matches!(
+                            o,
+                            RibbonOutcome::Bumped { seed: 0 } | RibbonOutcome::Standard { seed: 0 }
+                        )
+                    })
+                    .count();
+                println!(
+                    "n {n:>8} {bpk:>4} b/key {name}: spent {:.4} b/key  FP {:.4}% ± {:.4}% (model {:.4}%)  retry/fallback {not_first}/{sets}",
+                    (block.len() * 8) as f64 / n as f64,
+                    got * 100.0,
+                    sigma * 100.0,
+                    reader.info().estimated_fp_rate * 100.0,
+                );
+            }
+        }
+    }
+}
