@@ -1,5 +1,6 @@
-//! The Ribbon filter block (filter-block format version 3; version 2 still read) and
-//! its readers.
+//! The standard Ribbon filter block (filter-block format version 3, written for tables
+//! too small to bump; version 2 still read) and its readers. Version 4, the bumped
+//! block, is `ribbon::bumped_block`, and reuses this module's query per layer.
 //!
 //! Same idea as the Bloom block: the payload, then a fixed trailer at the end with a
 //! CRC-32 over everything before it; Ribbon adds a 16-byte header before the trailer.
