@@ -101,14 +101,18 @@ fn corrupt(msg: impl Into<String>) -> FilterError {
 struct Layer {
     /// The layer's solution and hashing; `shape.blocks == 0` for an empty last layer.
     solution: Solution<u64>,
-    /// Bucket codes of a bumping layer; `None` for the last.
-    codes: Option<Box<[u64]>>,
+    /// Bucket codes of a bumping layer; empty for the last, whose every code then
+    /// reads as 0 (`bump::code`): nothing bumped, without a branch to say so.
+    codes: Box<[u64]>,
 }
 
 /// A decoded bumped filter: its layers, first to last.
 #[derive(Debug)]
 pub(crate) struct Bumped {
-    layers: Box<[Layer]>,
+    /// Layer 0, where most queries end: a field of its own, one indirection less.
+    first: Layer,
+    /// Layers 1 ..
+    rest: Box<[Layer]>,
 }
 
 impl Bumped {
@@ -117,35 +121,27 @@ impl Bumped {
     /// since about 96% of queries end there; the rest take the loop.
     #[inline(always)]
     pub(crate) fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
-        let Some(first) = self.layers.first() else {
-            return true; // unreachable: a block has a layer; fail open
-        };
-        let s = &first.solution;
-        if s.shape.blocks == 0 {
-            return false; // unreachable: only a last layer after another may be empty
-        }
+        // Layer 0 is never empty (`open` refuses it), so no check: and an empty one
+        // would answer "may contain" through `answer`'s bounds checks (fail open).
+        let s = &self.first.solution;
         let h = equation(hash, 0, s.salt, s.num_starts);
-        if let Some(codes) = &first.codes {
-            if h.start % ROW_BITS < THRESHOLDS[code(codes, h.start / ROW_BITS)] {
-                return self.query_from::<POPCNT>(hash, 1);
-            }
+        if h.start % ROW_BITS < THRESHOLDS[code(&self.first.codes, h.start / ROW_BITS)] {
+            return self.query_rest::<POPCNT>(hash);
         }
         s.answer::<POPCNT>(h)
     }
 
-    /// The query from layer `from` on, for keys the layers before bumped.
+    /// The query from layer 1 on, for keys layer 0 bumped.
     #[inline(always)]
-    fn query_from<const POPCNT: bool>(&self, hash: KeyHash, from: usize) -> bool {
-        for (l, layer) in self.layers.iter().enumerate().skip(from) {
+    fn query_rest<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
+        for (l, layer) in (1..).zip(self.rest.iter()) {
             let s = &layer.solution;
             if s.shape.blocks == 0 {
                 return false; // an empty last layer: no key was bumped to here
             }
             let h = equation(hash, l, s.salt, s.num_starts);
-            if let Some(codes) = &layer.codes {
-                if h.start % ROW_BITS < THRESHOLDS[code(codes, h.start / ROW_BITS)] {
-                    continue;
-                }
+            if h.start % ROW_BITS < THRESHOLDS[code(&layer.codes, h.start / ROW_BITS)] {
+                continue;
             }
             return s.answer::<POPCNT>(h);
         }
@@ -156,19 +152,9 @@ impl Bumped {
     /// columns.
     #[inline(always)]
     pub(crate) fn prefetch(&self, hash: KeyHash) {
-        let Some(first) = self.layers.first() else {
-            return;
-        };
-        let s = &first.solution;
-        if s.shape.blocks == 0 {
-            return;
-        }
+        let s = &self.first.solution;
         let start = equation(hash, 0, s.salt, s.num_starts).start;
-        if let Some(w) = first
-            .codes
-            .as_ref()
-            .and_then(|c| c.get((start / ROW_BITS / 32) as usize))
-        {
+        if let Some(w) = self.first.codes.get((start / ROW_BITS / 32) as usize) {
             prefetch(w);
         }
         s.prefetch_start(start);
@@ -179,12 +165,13 @@ impl Bumped {
     /// (`2^-cols`), summed over the layer's start slots, last layer first.
     fn expected_fp(&self) -> f64 {
         let mut next = 0.0;
-        for layer in self.layers.iter().rev() {
+        for layer in self.rest.iter().rev().chain(std::iter::once(&self.first)) {
             let s = &layer.solution.shape;
+            let bumps = !layer.codes.is_empty();
             next = match &layer.codes {
                 _ if s.blocks == 0 => 0.0,
-                None => s.expected_fp(),
-                Some(codes) => {
+                _ if !bumps => s.expected_fp(),
+                codes => {
                     let mut sum = 0.0;
                     for i in 0..s.blocks {
                         let starts = if i + 1 < s.blocks { ROW_BITS } else { 1 };
@@ -330,11 +317,12 @@ pub(crate) fn open(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
     let mut layers = Vec::with_capacity(count);
     for (l, shape) in shapes.into_iter().enumerate() {
         let solution: Arc<[u64]> = all.by_ref().take(shape.words() as usize).collect();
-        let codes: Option<Box<[u64]>> = (l + 1 < count).then(|| {
-            all.by_ref()
-                .take(shape.blocks.div_ceil(32) as usize)
-                .collect()
-        });
+        let code_words = if l + 1 < count {
+            shape.blocks.div_ceil(32)
+        } else {
+            0
+        };
+        let codes: Box<[u64]> = all.by_ref().take(code_words as usize).collect();
         ones += solution
             .iter()
             .map(|w| u64::from(w.count_ones()))
@@ -350,8 +338,13 @@ pub(crate) fn open(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
             codes,
         });
     }
+    let mut layers = layers.into_iter();
+    let Some(first) = layers.next() else {
+        return Err(corrupt("no layers")); // unreachable: 1 ≤ L was checked
+    };
     let filter = Bumped {
-        layers: layers.into_boxed_slice(),
+        first,
+        rest: layers.collect(),
     };
     let fp = filter.expected_fp();
     Ok(Box::new(BumpedReader {
@@ -411,11 +404,7 @@ impl FilterReader for BumpedReader {
     }
 
     fn info(&self) -> FilterInfo {
-        let r = self
-            .filter
-            .layers
-            .first()
-            .map_or(0, |l| l.solution.shape.lower_cols);
+        let r = self.filter.first.solution.shape.lower_cols;
         FilterInfo {
             layout: "ribbon",
             num_bits: self.num_bits,
