@@ -47,7 +47,7 @@ pub(crate) const THRESHOLDS: [u64; 4] = [0, 16, 32, 64];
 pub(crate) const MAX_LAYERS: usize = 4;
 
 /// Slots per key of a bumping layer (`ribbon_bump_sweep` measured the choice).
-pub(crate) const BUMP_SLOTS_PER_KEY: f64 = 0.96;
+pub(crate) const BUMP_SLOTS_PER_KEY: f64 = 1.0;
 
 /// Below this many keys a layer is the standard last one: bumping would save a few
 /// slots and cost a layer's fixed 63-slot tail.
@@ -395,7 +395,7 @@ mod tests {
             (100_000, 10),
             (1_000_000, 4),
         ] {
-            for alpha in [0.90, 0.93, 0.96, 0.98, 1.0] {
+            for alpha in [0.90, 0.93, 0.96, 0.98, 1.0, 1.02, 1.04] {
                 let (mut slots, mut fails, mut passed) = (0u64, 0u32, vec![0usize; MAX_LAYERS]);
                 for t in 0..trials {
                     let keys = hashes(1000 * n as u64 + t, n);
