@@ -6,25 +6,25 @@
 //! A standard Ribbon filter with 64-bit rows needs 5–14% more slots than keys for
 //! banding to succeed (`ribbon::shape`); every spare slot costs the bits it stores, and
 //! that slack is most of what separates version 3 from the `2^-b` bound
-//! (docs/notes/2026-12-05-ribbon-bound.md). Bumping gives a layer *fewer* slots than
-//! keys and lets each 64-slot bucket refuse the keys it cannot take, recording only a
+//! (docs/notes/2026-12-05-ribbon-bound.md). Bumping gives a layer no spare slots (one
+//! per key) and lets each 64-slot bucket refuse the keys it cannot take, recording only a
 //! 2-bit threshold per bucket:
 //!
 //! ```text
-//!  layer 0   slots = 64·B ≈ 0.96·n      buckets of 64 start slots, left to right
+//!  layer 0   slots = 64·B ≈ n           buckets of 64 start slots, left to right
 //!    bucket i: insert its keys from the highest start offset down;
 //!              an insert contradicts at offset o  ->  t = smallest of
 //!              THRESHOLDS = {0, 16, 32, 64} above o; undo the bucket's inserts at
 //!              offsets < t; those keys are *bumped*; code i = index of t
-//!  layer 1   the bumped keys, new hashing, the same again (≈ 6% of n)
-//!  layer 2   ...                                      (≈ 0.4% of n)
+//!  layer 1   the bumped keys, new hashing, the same again (≈ 1% of n)
+//!  layer 2   ...                                      (≈ 0.01% of n)
 //!  last      a standard Ribbon layer, slack as version 3's; no bumping
 //! ```
 //!
 //! A query computes its layer-0 start `s`, reads the 2-bit code of bucket `s / 64`,
 //! and if `s % 64 < THRESHOLDS[code]` asks the next layer instead; otherwise it is the
 //! version-3 query. An absent key meets one layer's columns whichever layer answers,
-//! so its rate stays `2^-cols`, and most queries (about 94%) never leave layer 0.
+//! so its rate stays `2^-cols`, and most queries (about 99%) never leave layer 0.
 //!
 //! Undoing is exact: an insert writes one empty slot and never changes a stored row,
 //! and the keys inserted last in a bucket (the lowest offsets) are the ones undone, so

@@ -16,7 +16,7 @@
 //!          write S, seed and shape with a checksum                  ribbon::block
 //!  query:  parity(c & S[start..start+64]) == f, column by column    ribbon::block
 //!  sizes and the expected false-positive rate                       ribbon::shape
-//!  bumping: fewer slots than keys, buckets refuse what           ribbon::bump
+//!  bumping: no spare slots; buckets refuse what                  ribbon::bump
 //!           does not fit, the rest go to a smaller layer
 //!  the bumped block (version 4) and its query                       ribbon::bumped_block
 //!  the policy: bumped, else standard with retries, else Bloom       ribbon::policy
@@ -26,7 +26,7 @@
 //! reads two adjacent runs of words; `r` may be `r` or `r + 1` per block, so bits per
 //! key need not be a whole number of columns. Tables of 4,096 keys or more get a
 //! bumped block (filter-block format version 4): its slots exceed its keys by a
-//! fraction of a percent instead of 5–14%, which is what brings it within about a
+//! 1–2.5% instead of 5–14%, which is what brings it within about a
 //! tenth of a bit per key of the bound. Blocks of format version 3 (standard, 64-bit
 //! rows) and 2 (128-bit rows, their own hashing) are still read (`ribbon::block`).
 
