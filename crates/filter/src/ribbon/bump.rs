@@ -53,9 +53,9 @@ pub(crate) const BUMP_SLOTS_PER_KEY: f64 = 1.0;
 /// slots and cost a layer's fixed 63-slot tail.
 pub(crate) const MIN_BUMP_KEYS: usize = 1024;
 
-/// Extra slots per key of the last layer beyond version 3's rule: it holds a few
-/// tenths of a percent of the keys, so its slack costs nothing, and more slack makes
-/// its banding (the one step that can fail) fail about never.
+/// Extra slots per key of the last layer beyond version 3's rule: it holds about 1% of
+/// the keys or fewer, so its slack costs little (0.2% of the slots), and more slack
+/// makes its banding (the one step that can fail) fail about never.
 const LAST_EXTRA_SLOTS: f64 = 0.15;
 
 /// The salt of `layer`'s hashing for `seed`.
