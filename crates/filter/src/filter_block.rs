@@ -80,9 +80,9 @@ pub(crate) fn encode(
     out
 }
 
-/// The format version byte of a block: 1 for Bloom blocks (this module), 3 for Ribbon
-/// blocks (2 for those with 128-bit rows, still read; their own header before the same
-/// trailer). `None` if too short to have one.
+/// The format version byte of a block: 1 for Bloom blocks (this module), 4 for bumped
+/// Ribbon blocks and 3 for standard ones (2 for those with 128-bit rows, still read;
+/// each with its own header before the same trailer). `None` if too short to have one.
 pub fn format_version(block: &[u8]) -> Option<u8> {
     block
         .len()

@@ -78,6 +78,6 @@ pub use range::{
 /// A Ribbon filter small enough to print, for learning how banding and solving work.
 pub use ribbon::teach::{TeachingEquation, TeachingRibbon};
 pub use ribbon::{
-    RibbonPolicy, RibbonProbe, RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION,
-    RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME,
+    RibbonOutcome, RibbonPolicy, RibbonProbe, BUMPED_MIN_KEYS, BUMPED_RIBBON_FORMAT_VERSION,
+    RIBBON128_FORMAT_VERSION, RIBBON_FORMAT_VERSION, RIBBON_MAX_ATTEMPTS, RIBBON_POLICY_NAME,
 };

@@ -7,7 +7,7 @@
 
 use bloomkv_filter::{
     filter_block, open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError,
-    FilterPolicy, RibbonPolicy, RIBBON128_FORMAT_VERSION,
+    FilterPolicy, RibbonPolicy, BUMPED_RIBBON_FORMAT_VERSION, RIBBON128_FORMAT_VERSION,
 };
 
 mod common;
@@ -100,6 +100,32 @@ fn damaged_ribbon_blocks_are_refused() {
         Some(RIBBON128_FORMAT_VERSION)
     );
     assert_all_damage_refused("ribbon v2", &block, open_filter_block);
+    // Blocks of format version 3 as written before version 4: the first fixture block.
+    let line = include_str!("fixtures/ribbon_blocks_v3.txt")
+        .lines()
+        .next()
+        .unwrap();
+    let block = common::unhex(line.rsplit(' ').next().unwrap());
+    assert_all_damage_refused("ribbon v3", &block, open_filter_block);
+}
+
+/// Bumped blocks (format version 4), two and three layers: every one-byte change and
+/// every truncation is refused, so a store reads such a table without its filter.
+#[test]
+fn damaged_bumped_ribbon_blocks_are_refused() {
+    for (n, bpk) in [(4_096u32, 10.0), (6_000, 7.1)] {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let mut b = policy.new_builder();
+        for i in 0..n {
+            b.add_key(&i.to_le_bytes());
+        }
+        let block = b.finish();
+        assert_eq!(
+            filter_block::format_version(&block),
+            Some(BUMPED_RIBBON_FORMAT_VERSION)
+        );
+        assert_all_damage_refused("bumped ribbon", &block, open_filter_block);
+    }
 }
 
 #[test]

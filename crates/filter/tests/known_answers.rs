@@ -17,7 +17,11 @@
 //!   the 40-byte header and trailer, whose CRC covers the solution;
 //! * Ribbon blocks written before version 3, with 128-bit rows
 //!   (`fixtures/ribbon_blocks_v2.txt`, format version 2): whole blocks that must still
-//!   open and answer exactly as they did, as the Bloom blocks above.
+//!   open and answer exactly as they did, as the Bloom blocks above;
+//! * Ribbon blocks of version 3 as the builder wrote them before version 4 became the
+//!   default (`fixtures/ribbon_blocks_v3.txt`): the same promise;
+//! * bumped Ribbon blocks (format version 4): length, first solution bytes, and the
+//!   last 32 bytes (header and trailer, whose CRC covers the whole block).
 
 use bloomkv_filter::{
     filter_block, open_filter_block, BloomFilter, BloomPolicy, CountingBloomFilter, FilterError,
@@ -249,6 +253,69 @@ fn ribbon_blocks_of_version_2_still_answer_identically() {
     }
 }
 
+/// Ribbon blocks of version 3 (64-bit rows), written before version 4 became the
+/// default: the same promise.
+#[test]
+fn ribbon_blocks_of_version_3_still_answer_identically() {
+    let fixtures = include_str!("fixtures/ribbon_blocks_v3.txt");
+    assert_eq!(check_fixture_blocks(fixtures), 3);
+    for line in fixtures.lines().filter(|l| !l.is_empty()) {
+        let block = unhex(line.rsplit(' ').next().unwrap());
+        assert_eq!(
+            filter_block::format_version(&block),
+            Some(bloomkv_filter::RIBBON_FORMAT_VERSION)
+        );
+    }
+}
+
+/// Bumped Ribbon blocks (format version 4) of keys `"kav:{i}"` as written today:
+/// (keys, bits/key, length, first solution bytes, last 32 bytes).
+const BUMPED_BLOCKS: &[(u64, f64, usize, &str, &str)] = &[
+    (
+        5000,
+        10.0,
+        6248,
+        "ee91297712bf96ad9df85145e381eb6b",
+        "0000000002000000040209018813000000000000c0c000000000000016b7d60c",
+    ),
+    (
+        8000,
+        7.1,
+        7096,
+        "089d967af4de6f1a95e3e8decd0831da",
+        "000000000200000004020601401f00000000000040db000000000000ce4626f4",
+    ),
+    (
+        20000,
+        16.0,
+        40000,
+        "fe248479985480091488d013307fc93c",
+        "000000000200000004020f01204e00000000000080df040000000000f7c61a70",
+    ),
+];
+
+#[test]
+fn bumped_ribbon_block_bytes_are_pinned() {
+    for &(n, bpk, len, head, tail) in BUMPED_BLOCKS {
+        let policy = RibbonPolicy::new(bpk).unwrap();
+        let mut b = policy.new_builder();
+        for i in 0..n {
+            b.add_key(&key(i));
+        }
+        let block = b.finish();
+        let what = format!("bumped ribbon {n} keys at {bpk} bits/key");
+        assert_eq!(block.len(), len, "{what}: length");
+        assert_eq!(hex(&block[..16]), head, "{what}: solution head");
+        assert_eq!(hex(&block[len - 32..]), tail, "{what}: header and trailer");
+        assert_eq!(
+            filter_block::format_version(&block),
+            Some(bloomkv_filter::BUMPED_RIBBON_FORMAT_VERSION)
+        );
+        let reader = open_filter_block(&block).unwrap();
+        assert!((0..n).all(|i| reader.may_contain(&key(i))), "{what}");
+    }
+}
+
 /// Checks each fixture line (`layout keys bits/key count crc block`): the block opens
 /// with that layout and key count, holds its keys `"kav:{i}"`, and lets through the
 /// same absent queries (their count and CRC). Returns the lines checked.
@@ -363,7 +430,8 @@ fn version_2_standalone_frames_are_pinned() {
     );
 }
 
-/// Ribbon blocks of keys `"kav:{i}"` as written today (filter-block format version 3):
+/// Ribbon blocks of keys `"kav:{i}"` as written today for tables too small to bump
+/// (filter-block format version 3):
 /// (keys, bits/key, length, first solution bytes, header and trailer).
 const RIBBON_BLOCKS: &[(u64, f64, usize, &str, &str)] = &[
     (

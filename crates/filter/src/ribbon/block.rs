@@ -1,5 +1,6 @@
-//! The Ribbon filter block (filter-block format version 3; version 2 still read) and
-//! its readers.
+//! The standard Ribbon filter block (filter-block format version 3, written for tables
+//! too small to bump; version 2 still read) and its readers. Version 4, the bumped
+//! block, is `ribbon::bumped_block`, and reuses this module's query per layer.
 //!
 //! Same idea as the Bloom block: the payload, then a fixed trailer at the end with a
 //! CRC-32 over everything before it; Ribbon adds a 16-byte header before the trailer.
@@ -54,6 +55,7 @@ use std::sync::Arc;
 
 use byteorder::{ByteOrder, LittleEndian};
 
+use super::bumped_block::Bumped;
 use super::hash::{
     parity, parity128, ribbon_hash, ribbon_hash128, seed_salt, RibbonHash, ROW128_BITS, ROW_BITS,
 };
@@ -64,8 +66,14 @@ use crate::hash::KeyHash;
 use crate::layout::prefetch;
 use crate::policy::{FilterInfo, FilterReader};
 
-/// The filter-block format version Ribbon blocks are written with (64-bit rows).
+/// The filter-block format version of standard Ribbon blocks with 64-bit rows; written
+/// when bumping does not apply (small tables) or by [`RibbonPolicy::with_format_version`].
+///
+/// [`RibbonPolicy::with_format_version`]: crate::RibbonPolicy::with_format_version
 pub const RIBBON_FORMAT_VERSION: u8 = 3;
+/// The filter-block format version of bumped Ribbon blocks (`ribbon::bump`), written by
+/// default since it came.
+pub const BUMPED_RIBBON_FORMAT_VERSION: u8 = 4;
 /// The filter-block format version of Ribbon blocks with 128-bit rows, written before
 /// version 3; still read.
 pub const RIBBON128_FORMAT_VERSION: u8 = 2;
@@ -78,7 +86,9 @@ pub(crate) const OVERHEAD_LEN: usize = HEADER_LEN + TRAILER_LEN;
 
 /// Whether a filter block's format version is a Ribbon one.
 pub(crate) fn is_ribbon_version(version: u8) -> bool {
-    version == RIBBON_FORMAT_VERSION || version == RIBBON128_FORMAT_VERSION
+    version == RIBBON_FORMAT_VERSION
+        || version == RIBBON128_FORMAT_VERSION
+        || version == BUMPED_RIBBON_FORMAT_VERSION
 }
 
 /// Encodes a version-3 Ribbon block (64-bit rows; `shape.width` must be 64).
@@ -211,8 +221,11 @@ fn parse(block: &[u8]) -> Result<Parsed<'_>, FilterError> {
     })
 }
 
-/// Validates a Ribbon block of either version and opens a reader over it.
+/// Validates a Ribbon block of any version and opens a reader over it.
 pub(crate) fn open(block: &[u8]) -> Result<Box<dyn FilterReader>, FilterError> {
+    if crate::filter_block::format_version(block) == Some(BUMPED_RIBBON_FORMAT_VERSION) {
+        return super::bumped_block::open(block);
+    }
     let p = parse(block)?;
     Ok(if p.shape.width == ROW_BITS {
         Box::new(RibbonReader::<u64>::new(&p))
@@ -272,7 +285,7 @@ impl Row for u64 {
 
     fn probe(solution: &Solution<u64>) -> Option<RibbonProbe> {
         Some(RibbonProbe {
-            solution: solution.clone(),
+            kind: ProbeKind::Standard(solution.clone()),
         })
     }
 }
@@ -306,7 +319,7 @@ impl Row for u128 {
 
 /// Whether this CPU counts bits in one instruction (x86-64's `popcnt`, detected once
 /// per reader; other targets' `count_ones` is used as is).
-fn has_popcnt() -> bool {
+pub(crate) fn has_popcnt() -> bool {
     #[cfg(target_arch = "x86_64")]
     return std::arch::is_x86_feature_detected!("popcnt");
     #[cfg(not(target_arch = "x86_64"))]
@@ -329,11 +342,11 @@ fn low_bits(n: usize) -> u32 {
 /// Cheap to clone (the words are shared), so a [`RibbonProbe`] can carry it.
 #[derive(Debug, Clone)]
 pub(crate) struct Solution<R> {
-    words: Arc<[R]>,
-    shape: Shape,
-    num_starts: u64,
+    pub(crate) words: Arc<[R]>,
+    pub(crate) shape: Shape,
+    pub(crate) num_starts: u64,
     /// The seed's salt, derived once rather than per query.
-    salt: u64,
+    pub(crate) salt: u64,
 }
 
 impl<R: Row> Solution<R> {
@@ -362,7 +375,12 @@ impl<R: Row> Solution<R> {
     /// The query, with the parity computed by `count_ones` (`POPCNT`) or by folding.
     #[inline(always)]
     fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
-        let h = R::equation(hash, self.salt, self.num_starts);
+        self.answer::<POPCNT>(R::equation(hash, self.salt, self.num_starts))
+    }
+
+    /// Whether the solution satisfies the equation `h` (of this solution's hashing).
+    #[inline(always)]
+    pub(crate) fn answer<const POPCNT: bool>(&self, h: RibbonHash<R>) -> bool {
         let (lo, next, cols) = self.spans(h.start);
         let run = self.words.get(lo..).unwrap_or_default();
         let (Some(lo_words), Some(hi_words)) = (run.get(..cols), run.get(next..next + cols)) else {
@@ -391,9 +409,14 @@ impl<R: Row> Solution<R> {
     /// [`FilterReader::prefetch_hash`]).
     #[inline(always)]
     fn prefetch(&self, hash: KeyHash) {
-        let h = R::equation(hash, self.salt, self.num_starts);
+        self.prefetch_start(R::equation(hash, self.salt, self.num_starts).start);
+    }
+
+    /// Starts loading the words a query starting at slot `start` reads first.
+    #[inline(always)]
+    pub(crate) fn prefetch_start(&self, start: u64) {
         let s = &self.shape;
-        let i = h.start / R::BITS;
+        let i = start / R::BITS;
         // The words of the columns checked first, in both blocks: most queries end
         // there. The two blocks are adjacent, so it is one run from block i's first
         // word: its `cols(i)` words and `EARLY_COLUMNS` more (a few past what the query
@@ -422,7 +445,7 @@ impl<R: Row> Solution<R> {
 /// columns are never computed (a filter in a store answers "absent" far more often
 /// than "may be present"). The branch goes the same way 15 times in 16.
 #[inline(always)]
-fn check(cols: usize, fingerprint: u32, dot: impl Fn(usize) -> u32) -> bool {
+pub(crate) fn check(cols: usize, fingerprint: u32, dot: impl Fn(usize) -> u32) -> bool {
     let all = |from: usize, got: u32| (from..cols).fold(got, |got, b| got | dot(b) << b);
     if cols < EARLY_COLUMNS {
         return all(0, 0) == fingerprint & low_bits(cols);
@@ -491,15 +514,50 @@ impl<R: Row> RibbonReader<R> {
 /// compiled for it.
 #[derive(Debug, Clone)]
 pub struct RibbonProbe {
-    solution: Solution<u64>,
+    kind: ProbeKind,
+}
+
+/// The filters a [`RibbonProbe`] asks: a version-3 block or a bumped one (version 4).
+#[derive(Debug, Clone)]
+enum ProbeKind {
+    Standard(Solution<u64>),
+    Bumped(Arc<Bumped>),
 }
 
 impl RibbonProbe {
+    /// A probe over a bumped filter (format version 4).
+    pub(crate) fn bumped(filter: Arc<Bumped>) -> RibbonProbe {
+        RibbonProbe {
+            kind: ProbeKind::Bumped(filter),
+        }
+    }
+
+    /// The bumped filter this probe asks, if it is one.
+    #[cfg(test)]
+    pub(crate) fn kind_for_tests(&self) -> Option<&Arc<Bumped>> {
+        match &self.kind {
+            ProbeKind::Bumped(b) => Some(b),
+            ProbeKind::Standard(_) => None,
+        }
+    }
+
+    /// The query, with the parity by `count_ones` (`POPCNT`) or by folding.
+    #[inline(always)]
+    fn query<const POPCNT: bool>(&self, hash: KeyHash) -> bool {
+        match &self.kind {
+            ProbeKind::Standard(s) => s.query::<POPCNT>(hash),
+            ProbeKind::Bumped(b) => b.query::<POPCNT>(hash),
+        }
+    }
+
     /// Starts loading the memory a query of `hash` reads first, as
     /// [`FilterReader::prefetch_hash`] does.
     #[inline]
     pub fn prefetch(&self, hash: KeyHash) {
-        self.solution.prefetch(hash);
+        match &self.kind {
+            ProbeKind::Standard(s) => s.prefetch(hash),
+            ProbeKind::Bumped(b) => b.prefetch(hash),
+        }
     }
 
     /// The first filter in `probes`, among those whose bit is set in `candidates`
@@ -537,10 +595,7 @@ fn first_maybe_with<const POPCNT: bool>(
     while *candidates != 0 {
         let i = candidates.trailing_zeros() as usize;
         *candidates &= *candidates - 1;
-        if probes
-            .get(i)
-            .is_none_or(|p| p.solution.query::<POPCNT>(hash))
-        {
+        if probes.get(i).is_none_or(|p| p.query::<POPCNT>(hash)) {
             return Some(i);
         }
     }
@@ -718,7 +773,10 @@ mod tests {
             // The block's keys and about 0.1–0.2% of the others.
             assert!((keys..keys + 1_000).contains(&passed), "{passed}");
         }
-        let policy = RibbonPolicy::new(10.0).unwrap();
+        let policy = RibbonPolicy::new(10.0)
+            .unwrap()
+            .with_format_version(RIBBON_FORMAT_VERSION)
+            .unwrap();
         let mut b = policy.new_builder();
         for i in 0..20_000u32 {
             b.add_key(format!("kav:{i}").as_bytes());

@@ -98,6 +98,25 @@ pub(crate) fn ribbon_hash128(hash: KeyHash, salt: u64, num_starts: u64) -> Ribbo
     }
 }
 
+/// The salt of layer `layer ≥ 1` of a bumped block (format version 4) built with
+/// `seed`. Layer 0 uses [`seed_salt`] itself, so its equations are version 3's.
+#[inline]
+pub(crate) fn layer_salt(seed: u32, layer: u32) -> u64 {
+    mix(seed_salt(seed) ^ u64::from(layer).wrapping_mul(START_FACTOR))
+}
+
+/// The key's equation in layer `layer ≥ 1` of a bumped block, for `num_starts` starts.
+/// Layer 0's start decides which keys reach this layer (`ribbon::bump`), so this
+/// layer's start and fingerprint must not follow from it: the first half is mixed
+/// (`mix`, a bijection whose every output bit depends on every input bit) before the
+/// one multiply, where a mere change of salt would leave `(h1 ^ s') · K` a function of
+/// `(h1 ^ s) · K` in its low bits. Only keys a layer bumps pay for it.
+#[inline]
+pub(crate) fn ribbon_hash_layer(hash: KeyHash, salt: u64, num_starts: u64) -> RibbonHash<u64> {
+    let mixed = KeyHash::from_halves(mix(hash.h1 ^ salt), hash.h2);
+    ribbon_hash(mixed, salt, num_starts)
+}
+
 /// A 64-bit finalizer: two rounds of xor-shift and odd multiply.
 #[inline(always)]
 fn mix(mut z: u64) -> u64 {
