@@ -204,6 +204,61 @@ impl TableFile {
         Ok(block)
     }
 
+    /// The data blocks at `handles` for a batch of point lookups, in order: each from
+    /// the block cache if it holds it (counted as [`read_data_block`] counts), the rest
+    /// read from the file, checked, decoded and offered to the cache.
+    ///
+    /// The reads of the missing blocks overlap on the device: when two or more are
+    /// missing, the OS is first told of every one of them (`RandomAccessFile::will_need`,
+    /// a readahead hint, no read syscall), so their device reads are all under way
+    /// before the first positioned read waits. Each block is then still exactly one
+    /// counted read: `data_block_reads` stays equal to the kernel's `syscr`.
+    ///
+    /// [`read_data_block`]: Self::read_data_block
+    pub(crate) fn read_data_blocks(
+        &self,
+        handles: &[BlockHandle],
+        batch: &mut super::batch::BatchTally,
+    ) -> Result<Vec<Block>> {
+        let cache = self.block_cache();
+        let mut blocks: Vec<Option<Block>> = handles
+            .iter()
+            .map(|h| {
+                let (cache, id) = cache?;
+                let block = cache.get(id, h.offset);
+                let s = self.counters.local();
+                match &block {
+                    Some(_) => stats::bump(&s.block_cache_hits),
+                    None => stats::bump(&s.block_cache_misses),
+                }
+                block
+            })
+            .collect();
+        let missing = blocks.iter().filter(|b| b.is_none()).count();
+        if missing > 1 {
+            for (h, _) in handles.iter().zip(&blocks).filter(|(_, b)| b.is_none()) {
+                let len = self.sealed_len(*h, BlockKind::Data)?;
+                // Only a hint: a file that cannot take it is read as it would be.
+                let _ = self.file.with(|f| f.will_need(h.offset, len));
+            }
+            batch.overlapped_reads += missing as u64;
+        }
+        handles
+            .iter()
+            .zip(blocks.iter_mut())
+            .map(|(h, slot)| match slot.take() {
+                Some(block) => Ok(block),
+                None => {
+                    let block = self.load_data_block(*h)?;
+                    if let Some((cache, id)) = cache {
+                        cache.insert(id, h.offset, block.clone());
+                    }
+                    Ok(block)
+                }
+            })
+            .collect()
+    }
+
     fn block_cache(&self) -> Option<(&BlockCache, u64)> {
         match &self.file {
             Source::Cached(slot) => slot.block_cache(),
