@@ -293,6 +293,59 @@ mod tests {
         }
     }
 
+    /// The value a get returns is a slice of the data block it was found in, not a
+    /// copy (issue: "no copy on a hit"): its bytes lie inside the cached block's
+    /// buffer. It stays right after the block is pushed out of the cache, and after the
+    /// store is gone. A value shorter than `PIN_MIN_VALUE` is copied instead.
+    #[test]
+    fn a_value_is_a_slice_of_its_cached_block_and_outlives_the_block_in_the_cache() {
+        use crate::sstable::PIN_MIN_VALUE;
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            disable_auto_compaction: true,
+            block_cache_size: 64 << 10,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), options).unwrap();
+        let key = |i: u32| format!("key{i:05}");
+        let value = |i: u32| format!("{i:05}|").repeat(200).into_bytes(); // 1,200 bytes
+        for i in 0..2_000 {
+            db.put(key(i), value(i)).unwrap();
+        }
+        db.put("short", "tiny").unwrap();
+        db.flush().unwrap();
+        for (k, pinned) in [(key(7), true), ("short".to_string(), false)] {
+            let got = db.get(&k).unwrap().expect("written");
+            assert_eq!(got.len() >= PIN_MIN_VALUE, pinned);
+            // The block the get used, as the cache holds it now.
+            let view = db.inner.view.load();
+            let table = &view.version.level(0)[0].table;
+            let t = &*table.inner;
+            let handle = t.index.handle(t.index.find(k.as_bytes())).unwrap();
+            let hits = db.stats().block_cache_hits;
+            let block = t.file.read_data_block(handle).unwrap();
+            assert_eq!(db.stats().block_cache_hits, hits + 1, "not the cached block");
+            let start = block.bytes(0..0).as_ptr() as usize;
+            let inside = (start..start + block.memory_bytes()).contains(&(got.as_ptr() as usize));
+            assert_eq!(inside, pinned, "{k}: value inside the block's buffer");
+        }
+        let held = db.get(key(7)).unwrap().expect("written");
+        // Push the block out: other blocks, each asked for several times (the cache
+        // admits a block on its second miss and keeps what is hit again), through a
+        // 64 KiB cache.
+        for i in (100..2_000).step_by(3) {
+            for round in 0..3 {
+                assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&value(i)[..]), "{round}");
+            }
+        }
+        let misses = db.stats().block_cache_misses;
+        assert!(db.get(key(7)).unwrap().is_some());
+        assert_eq!(db.stats().block_cache_misses, misses + 1, "the block was evicted");
+        assert_eq!(held, value(7));
+        drop(db);
+        assert_eq!(held, value(7), "the value outlives the store");
+    }
+
     /// A scan must not go back in time however long it is held up between its two
     /// loads. In the gap a newer version is written, flushed and compacted with the
     /// older one away (no snapshot asks for it). Reading the number after the view,
