@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use bloomkv_kv::{Compression, Db, FilterKind, Options};
 
-use super::{BenchError, BenchStore, FilterShape, StoreCounters};
+use super::{BenchError, BenchStore, FilterShape, StoreCounters, KEY_LEN};
 
 /// Which filter the tables carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +199,11 @@ impl BenchStore for BloomkvStore {
 
     fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
         Ok(self.open_db()?.get(key)?.is_some())
+    }
+
+    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
+        let found = self.open_db()?.multi_get(keys)?;
+        Ok(found.iter().flatten().count() as u64)
     }
 
     fn counters(&self) -> StoreCounters {

@@ -118,7 +118,8 @@ impl Table {
             }
         }
         let handles: Vec<BlockHandle> = groups.iter().map(|g| g.1).collect();
-        let blocks = t.file.read_data_blocks(&handles, batch_tally)?;
+        let blocks = t.file
+            .read_data_blocks(&handles, &mut batch_tally.overlapped_reads)?;
         for ((i, handle, run), block) in groups.into_iter().zip(blocks) {
             if run.len() > 1 {
                 batch_tally.shared_blocks += 1;

@@ -215,10 +215,11 @@ impl TableFile {
     /// counted read: `data_block_reads` stays equal to the kernel's `syscr`.
     ///
     /// [`read_data_block`]: Self::read_data_block
+    /// `overlapped` grows by the reads issued together.
     pub(crate) fn read_data_blocks(
         &self,
         handles: &[BlockHandle],
-        batch: &mut super::batch::BatchTally,
+        overlapped: &mut u64,
     ) -> Result<Vec<Block>> {
         let cache = self.block_cache();
         let mut blocks: Vec<Option<Block>> = handles
@@ -241,7 +242,7 @@ impl TableFile {
                 // Only a hint: a file that cannot take it is read as it would be.
                 let _ = self.file.with(|f| f.will_need(h.offset, len));
             }
-            batch.overlapped_reads += missing as u64;
+            *overlapped += missing as u64;
         }
         handles
             .iter()

@@ -1,0 +1,93 @@
+//! The batched lookup phases (`--multi-get N`): the same keys as the single-get phases,
+//! asked N at a time through [`BenchStore::multi_get`].
+//!
+//! Each phase looks up exactly the keys [`run_phase`](crate::run_phase) looks up, in
+//! the same order, cut into consecutive batches of N (the last may be shorter). Its row
+//! has the single-get row's fields, per key — reads per lookup, ns per lookup, the OS's
+//! read syscalls beside the store's count — and `"batch": N`, so the two sit side by
+//! side in one table and one JSON:
+//!
+//! ```text
+//!  filter  phase    batch  lookups  reads  ns/lkp ...
+//!  ribbon  absent       1   200000   1953    ...      run_phase: one get per key
+//!  ribbon  present      1   200000 200000    ...
+//!  ribbon  absent      32   200000   1953    ...      here: 6,250 multi_gets of 32
+//!  ribbon  present     32   200000 198000    ...      (blocks shared by two keys
+//! ```                                                   are read once)
+//!
+//! With `--cold` the page cache is dropped before each batched phase too, so each
+//! phase starts as cold as the single-get phase beside it.
+
+use std::time::Instant;
+
+use super::{
+    in_shares, lookup_keys, BenchError, BenchStore, FilterShape, OsIo, OsReads, Phase,
+    PhaseResult, Progress, Row, Workload,
+};
+
+/// The largest `--multi-get` batch (a batch's keys and answers are held at once).
+pub const MAX_BATCH: usize = 1 << 16;
+
+/// Runs one lookup phase in batches of `batch` keys and measures it, as
+/// [`run_phase`](crate::run_phase) measures the single gets.
+pub fn run_multi_get_phase(
+    store: &dyn BenchStore,
+    w: &Workload,
+    phase: Phase,
+    batch: usize,
+    progress: &dyn Progress,
+) -> Result<PhaseResult, BenchError> {
+    let keys = lookup_keys(w, phase);
+    let batches: Vec<_> = keys.chunks(batch.max(1)).collect();
+    if w.cold {
+        store.drop_caches();
+    }
+    progress.start(
+        &format!("{} {} ×{batch}", store.label(), phase.name()),
+        batches.len() as u64,
+    );
+    let cost = OsIo::self_cost();
+    let before = store.counters();
+    let os_before = OsIo::now();
+    let started = Instant::now();
+    let found = in_shares(&batches, w.threads, progress, |keys| store.multi_get(keys))?;
+    let nanos = started.elapsed().as_nanos();
+    let os_after = OsIo::now();
+    let counters = store.counters().minus(before);
+    progress.finish();
+    let os = match (os_before, os_after, cost) {
+        (Some(b), Some(a), Some(c)) => Some(OsReads::between(b, a, c)),
+        _ => None,
+    };
+    Ok(PhaseResult {
+        lookups: keys.len() as u64,
+        found,
+        counters,
+        os,
+        nanos,
+        threads: w.threads.max(1),
+    })
+}
+
+/// The absent and present phases in batches of `batch`, as rows beside the single-get
+/// rows of the same store (`open_ms`: the reopen those rows measured, which these
+/// phases follow too).
+pub fn multi_get_rows(
+    store: &dyn BenchStore,
+    w: &Workload,
+    batch: usize,
+    open_ms: Option<f64>,
+    progress: &dyn Progress,
+) -> Result<Vec<Row>, BenchError> {
+    let shape: FilterShape = store.filter_shape();
+    let mut rows = Vec::new();
+    for phase in [Phase::Absent, Phase::Present] {
+        let result = run_multi_get_phase(store, w, phase, batch, progress)?;
+        let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
+        row.table_bytes = store.disk_bytes();
+        row.batch = batch;
+        row.open_ms = open_ms;
+        rows.push(row);
+    }
+    Ok(rows)
+}
