@@ -3,8 +3,8 @@
 //! (One test in its own binary: `/proc/self/io` counts the whole process.)
 
 use bloomkv_bench::{
-    load_timed, multi_get_rows, os_read_disagreements, run_store, BenchStore, BloomkvStore,
-    FilterSetting, NoProgress, Phase, Workload,
+    load_timed, multi_get_rows, os_read_disagreements, run_store, run_store_batched, BenchStore,
+    BloomkvStore, FilterSetting, NoProgress, Phase, Workload,
 };
 
 #[test]
@@ -59,5 +59,26 @@ fn batched_rows_count_as_the_single_rows_and_as_the_os() {
         let mut again =
             BloomkvStore::create_with_cache(dir.path().join("t"), setting, 10.0, 0).unwrap();
         assert!(load_timed(&mut again, &w, &NoProgress).unwrap() >= 0.0);
+        // The whole run with batches: single rows, then batched rows, one reopen.
+        let mut whole =
+            BloomkvStore::create_with_cache(dir.path().join("u"), setting, 10.0, 1 << 20).unwrap();
+        let small = Workload {
+            keys: 5_000,
+            lookups: 1_000,
+            ..w.clone()
+        };
+        let rows = run_store_batched(&mut whole, &small, 7, &NoProgress).unwrap();
+        let shape: Vec<_> = rows.iter().map(|r| (r.phase, r.batch)).collect();
+        assert_eq!(
+            shape,
+            [
+                (Phase::Absent, 1),
+                (Phase::Present, 1),
+                (Phase::Absent, 7),
+                (Phase::Present, 7)
+            ]
+        );
+        assert!(rows.iter().all(|r| r.open_ms == rows[0].open_ms));
+        assert_eq!(rows[3].found, small.lookups);
     }
 }

@@ -268,7 +268,8 @@ impl Version {
                 return Ok(());
             }
             let lo = pending.partition_point(|k| keycmp::less(key(k), handle.smallest()));
-            let hi = lo + pending[lo..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
+            let hi =
+                lo + pending[lo..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
             if lo == hi {
                 continue;
             }
@@ -294,7 +295,8 @@ impl Version {
                 let hi = start
                     + pending[start..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
                 let lo = start
-                    + pending[start..hi].partition_point(|k| keycmp::less(key(k), handle.smallest()));
+                    + pending[start..hi]
+                        .partition_point(|k| keycmp::less(key(k), handle.smallest()));
                 if lo < hi {
                     let mark = tally.mark();
                     ask(handle, &pending[lo..hi], tally, found)?;

@@ -71,7 +71,8 @@ fn layered_store(dir: &Path, filter: FilterKind) -> Db {
             if rng.gen_range(0..6) == 0 {
                 db.delete(&k).unwrap();
             } else {
-                db.put(&k, format!("v{round}-{}", rng.gen::<u16>())).unwrap();
+                db.put(&k, format!("v{round}-{}", rng.gen::<u16>()))
+                    .unwrap();
             }
         }
         db.flush().unwrap();
@@ -84,7 +85,10 @@ fn layered_store(dir: &Path, filter: FilterKind) -> Db {
     }
     let shape = db.stats().tables_per_level;
     assert!(shape[0] >= 3, "L0 tables: {shape:?}");
-    assert!(shape[1..].iter().sum::<usize>() >= 1, "deeper tables: {shape:?}");
+    assert!(
+        shape[1..].iter().sum::<usize>() >= 1,
+        "deeper tables: {shape:?}"
+    );
     db
 }
 
@@ -253,7 +257,11 @@ fn a_corrupt_filter_inside_a_batch_fails_open_and_is_counted() {
     mem.set_file_bytes(&table, bytes);
 
     let db = Db::open(Path::new("/db"), mem_options(&fs)).unwrap();
-    assert_eq!(db.stats().filter_corrupt, 1, "counted when the table opened");
+    assert_eq!(
+        db.stats().filter_corrupt,
+        1,
+        "counted when the table opened"
+    );
     let before = db.stats();
     assert_eq!(db.multi_get(&keys).unwrap(), want, "no answer changed");
     let after = db.stats();

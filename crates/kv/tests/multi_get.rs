@@ -53,9 +53,8 @@ fn multi_get_answers_as_a_loop_of_gets_under_every_filter() {
             filter: filter.clone(),
             memtable_size: 64 << 10,
             disable_auto_compaction: true,
-            prefix_extractor: extras.then(|| {
-                Arc::new(FixedPrefix::new(5)) as Arc<dyn bloomkv_kv::PrefixExtractor>
-            }),
+            prefix_extractor: extras
+                .then(|| Arc::new(FixedPrefix::new(5)) as Arc<dyn bloomkv_kv::PrefixExtractor>),
             range_filter: extras.then(RangeFilterOptions::default),
             ..Options::default()
         };

@@ -135,7 +135,10 @@ impl Inner {
         let counters = self.counters.local();
         add(&counters.multi_get_shared_blocks, batch_tally.shared_blocks);
         add(&counters.multi_get_lookups_saved, batch_tally.lookups_saved);
-        add(&counters.multi_get_overlapped_reads, batch_tally.overlapped_reads);
+        add(
+            &counters.multi_get_overlapped_reads,
+            batch_tally.overlapped_reads,
+        );
         result?;
         for (hit, slot) in found.into_iter().zip(slots) {
             answers[slot] = hit.and_then(Hit::live_value);
@@ -324,7 +327,11 @@ mod tests {
             let handle = t.index.handle(t.index.find(k.as_bytes())).unwrap();
             let hits = db.stats().block_cache_hits;
             let block = t.file.read_data_block(handle).unwrap();
-            assert_eq!(db.stats().block_cache_hits, hits + 1, "not the cached block");
+            assert_eq!(
+                db.stats().block_cache_hits,
+                hits + 1,
+                "not the cached block"
+            );
             let start = block.bytes(0..0).as_ptr() as usize;
             let inside = (start..start + block.memory_bytes()).contains(&(got.as_ptr() as usize));
             assert_eq!(inside, pinned, "{k}: value inside the block's buffer");
@@ -335,12 +342,20 @@ mod tests {
         // 64 KiB cache.
         for i in (100..2_000).step_by(3) {
             for round in 0..3 {
-                assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&value(i)[..]), "{round}");
+                assert_eq!(
+                    db.get(key(i)).unwrap().as_deref(),
+                    Some(&value(i)[..]),
+                    "{round}"
+                );
             }
         }
         let misses = db.stats().block_cache_misses;
         assert!(db.get(key(7)).unwrap().is_some());
-        assert_eq!(db.stats().block_cache_misses, misses + 1, "the block was evicted");
+        assert_eq!(
+            db.stats().block_cache_misses,
+            misses + 1,
+            "the block was evicted"
+        );
         assert_eq!(held, value(7));
         drop(db);
         assert_eq!(held, value(7), "the value outlives the store");

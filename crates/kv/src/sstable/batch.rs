@@ -60,7 +60,12 @@ impl Table {
     /// the table's range) and keeps in `keys` those it may hold. The filter lines of
     /// the key [`PREFETCH_AHEAD`] places on are requested before each test. Tallied
     /// key by key as [`Table::probe_hit_at`] does; without a filter every key stays.
-    pub(crate) fn filter_batch(&self, batch: &[BatchKey], keys: &mut Vec<u32>, tally: &mut ReadTally) {
+    pub(crate) fn filter_batch(
+        &self,
+        batch: &[BatchKey],
+        keys: &mut Vec<u32>,
+        tally: &mut ReadTally,
+    ) {
         let n = keys.len() as u64;
         tally.table_probes += n;
         let Some(filter) = &self.inner.filter else {
@@ -118,7 +123,8 @@ impl Table {
             }
         }
         let handles: Vec<BlockHandle> = groups.iter().map(|g| g.1).collect();
-        let blocks = t.file
+        let blocks = t
+            .file
             .read_data_blocks(&handles, &mut batch_tally.overlapped_reads)?;
         for ((i, handle, run), block) in groups.into_iter().zip(blocks) {
             if run.len() > 1 {

@@ -101,6 +101,7 @@ mod tests;
 
 use std::fmt;
 
+pub(crate) use batch::{BatchKey, BatchTally};
 pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
 pub use compression::Compression;
 pub use file::TableFile;
@@ -109,7 +110,6 @@ pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 pub use inner::{FilterState, RangeFilterState};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
-pub(crate) use batch::{BatchKey, BatchTally};
 pub use reader::{Table, PIN_MIN_VALUE};
 pub(crate) use table_cache::TableCache;
 // The store still names a get's hit here; it lives with the rest of the vocabulary.
