@@ -468,7 +468,10 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
 pub fn print_disk_bytes(rows: &[super::Row], w: &Workload) -> String {
     let raw = w.keys * (super::KEY_LEN + w.value_size) as u64;
     let mut parts = Vec::new();
-    for r in rows.iter().filter(|r| r.phase == super::Phase::Absent) {
+    for r in rows
+        .iter()
+        .filter(|r| r.phase == super::Phase::Absent && r.batch == 1)
+    {
         if let Some(bytes) = r.table_bytes {
             parts.push(format!(
                 "{} {:.1} MiB ({:.2}×)",

@@ -222,6 +222,12 @@ fn a_read_failing_inside_a_batch_fails_the_call_and_later_calls_succeed() {
     assert_eq!(db.multi_get(&keys).unwrap(), want);
     let reads = db.stats().data_block_reads - before;
     assert!(reads > 20, "{reads} reads");
+    // Tables missing several blocks of the batch had their reads issued together.
+    let overlapped = db.stats().multi_get_overlapped_reads;
+    assert!(
+        overlapped > 1 && overlapped <= reads,
+        "{overlapped} of {reads}"
+    );
     // Fail the first, a middle and the last read of the batch.
     for at in [1, reads / 2, reads] {
         fs.set_plan(FaultPlan::nth(at, &[OpKind::ReadAt], Fault::Error));
