@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 pub mod fault;
 pub mod mem;
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+pub(crate) mod uring;
 
 /// A file opened for appending: the WAL, a table or manifest being written.
 pub trait WritableFile: Send {
@@ -51,6 +53,13 @@ pub trait RandomAccessFile: Send + Sync {
     /// read: nothing is counted, and the default does nothing.
     fn will_need(&self, _offset: u64, _len: usize) -> io::Result<()> {
         Ok(())
+    }
+    /// The operating system's descriptor of the file, for reads the store submits to
+    /// the kernel itself (io_uring, the `io-uring` feature). `None`, the default: every
+    /// read goes through [`read_exact_at`](Self::read_exact_at) (a wrapper that counts
+    /// or fails reads must keep the default, or its reads would bypass it).
+    fn raw_fd(&self) -> Option<i32> {
+        None
     }
 }
 
@@ -163,6 +172,11 @@ impl RandomAccessFile for OsRandom {
 
     fn will_need(&self, offset: u64, len: usize) -> io::Result<()> {
         advise_will_need(&self.0, offset, len)
+    }
+
+    fn raw_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        Some(self.0.as_raw_fd())
     }
 }
 
