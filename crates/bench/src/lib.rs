@@ -156,6 +156,12 @@ pub trait BenchStore: Sync {
     fn disk_bytes(&self) -> Option<u64> {
         None
     }
+    /// Table reads so far made through io_uring, which the OS's read-syscall count
+    /// does not see (bloomkv built with its `io-uring` feature); `None` where a store
+    /// does not count them.
+    fn uring_reads(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The workload's parameters.

@@ -39,6 +39,17 @@ pub fn run_multi_get_phase(
     batch: usize,
     progress: &dyn Progress,
 ) -> Result<PhaseResult, BenchError> {
+    Ok(measure(store, w, phase, batch, progress)?.0)
+}
+
+/// [`run_multi_get_phase`], with the reads the phase made through io_uring.
+fn measure(
+    store: &dyn BenchStore,
+    w: &Workload,
+    phase: Phase,
+    batch: usize,
+    progress: &dyn Progress,
+) -> Result<(PhaseResult, Option<u64>), BenchError> {
     let keys = lookup_keys(w, phase);
     let batches: Vec<_> = keys.chunks(batch.max(1)).collect();
     if w.cold {
@@ -50,25 +61,32 @@ pub fn run_multi_get_phase(
     );
     let cost = OsIo::self_cost();
     let before = store.counters();
+    let uring_before = store.uring_reads();
     let os_before = OsIo::now();
     let started = Instant::now();
     let found = in_shares(&batches, w.threads, progress, |keys| store.multi_get(keys))?;
     let nanos = started.elapsed().as_nanos();
     let os_after = OsIo::now();
     let counters = store.counters().minus(before);
+    let uring = store
+        .uring_reads()
+        .zip(uring_before)
+        .map(|(a, b)| a.saturating_sub(b))
+        .filter(|&n| n > 0);
     progress.finish();
     let os = match (os_before, os_after, cost) {
         (Some(b), Some(a), Some(c)) => Some(OsReads::between(b, a, c)),
         _ => None,
     };
-    Ok(PhaseResult {
+    let result = PhaseResult {
         lookups: keys.len() as u64,
         found,
         counters,
         os,
         nanos,
         threads: w.threads.max(1),
-    })
+    };
+    Ok((result, uring))
 }
 
 /// The whole workload with batched rows: load and reopen, then — unless the run is
@@ -126,8 +144,9 @@ pub fn multi_get_rows(
     let shape: FilterShape = store.filter_shape();
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
-        let result = run_multi_get_phase(store, w, phase, batch, progress)?;
+        let (result, uring) = measure(store, w, phase, batch, progress)?;
         let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
+        row.uring_reads = uring;
         row.table_bytes = store.disk_bytes();
         row.batch = batch;
         row.open_ms = open_ms;

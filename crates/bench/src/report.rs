@@ -64,6 +64,11 @@ pub struct Row {
     /// tables from disk), where measured.
     #[serde(default)]
     pub open_ms: Option<f64>,
+    /// Of `data_block_reads`, those made through io_uring: not read syscalls, so the
+    /// OS's count is `data_block_reads - uring_reads` (batched rows of a build with
+    /// bloomkv's `io-uring` feature; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring_reads: Option<u64>,
 }
 
 fn one() -> usize {
@@ -112,6 +117,7 @@ impl Row {
             table_bytes: None,
             batch: 1,
             open_ms: None,
+            uring_reads: None,
         }
     }
 }

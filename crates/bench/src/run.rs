@@ -521,7 +521,8 @@ pub fn os_read_disagreements(rows: &[super::Row]) -> Vec<String> {
     rows.iter()
         .filter_map(|r| {
             let os = r.os_read_syscalls?;
-            (os != r.data_block_reads).then(|| {
+            let syscalls = r.data_block_reads - r.uring_reads.unwrap_or(0);
+            (os != syscalls).then(|| {
                 format!(
                     "warning: {} {}: the OS counted {os} read syscalls, the store {} table reads",
                     r.filter,

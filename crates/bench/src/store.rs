@@ -255,6 +255,10 @@ impl BenchStore for BloomkvStore {
         }
     }
 
+    fn uring_reads(&self) -> Option<u64> {
+        Some(self.db.as_ref()?.stats().uring_reads)
+    }
+
     fn disk_bytes(&self) -> Option<u64> {
         let db = self.db.as_ref()?;
         Some(db.table_infos().iter().map(|t| t.file_size).sum())

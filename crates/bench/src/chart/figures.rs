@@ -357,6 +357,7 @@ mod tests {
             table_bytes: None,
             batch: 1,
             open_ms: None,
+            uring_reads: None,
         }
     }
 
