@@ -30,7 +30,8 @@ const ENTRIES: usize = 64;
 enum Ring {
     /// Not made yet on this thread.
     Untried,
-    Ready(IoUring),
+    /// Boxed: the ring's state is a few hundred bytes, the other variants none.
+    Ready(Box<IoUring>),
     /// Refused by the kernel, or given up after a failure: `pread` instead.
     Unavailable,
 }
@@ -59,7 +60,7 @@ pub(crate) fn read_at_many(fd: RawFd, reads: &[(u64, usize)]) -> io::Result<Opti
         };
         if matches!(*state, Ring::Untried) {
             *state = match IoUring::new(ENTRIES as u32) {
-                Ok(ring) => Ring::Ready(ring),
+                Ok(ring) => Ring::Ready(Box::new(ring)),
                 Err(_) => Ring::Unavailable,
             };
         }
