@@ -25,6 +25,7 @@
 
 mod chart;
 mod leveled;
+mod multi_get;
 mod no_sync;
 mod os_io;
 mod prefix;
@@ -44,6 +45,7 @@ use serde::Serialize;
 
 pub use chart::{render_leveled_svg, render_range_svg, render_savings_svg, render_sweep_svg};
 pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow};
+pub use multi_get::{multi_get_rows, run_multi_get_phase, run_store_batched, MAX_BATCH};
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes, VERSION_ROUNDS};
@@ -136,6 +138,12 @@ pub trait BenchStore: Sync {
     fn reopen(&mut self) -> Result<(), BenchError>;
     /// Looks a key up; `true` if found.
     fn get(&self, key: &[u8]) -> Result<bool, BenchError>;
+    /// Looks a batch of keys up at once (`--multi-get`); the number found. The default
+    /// is a loop of [`get`](Self::get)s, for a store without a batched lookup.
+    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
+        keys.iter()
+            .try_fold(0, |found, k| Ok(found + u64::from(self.get(k)?)))
+    }
     /// The read-path counters so far.
     fn counters(&self) -> StoreCounters;
     /// The filters' size and predicted false-positive rate.
@@ -146,6 +154,12 @@ pub trait BenchStore: Sync {
     fn drop_caches(&self);
     /// Bytes of the store's table files on disk, if the store can tell.
     fn disk_bytes(&self) -> Option<u64> {
+        None
+    }
+    /// Table reads so far made through io_uring, which the OS's read-syscall count
+    /// does not see (bloomkv built with its `io-uring` feature); `None` where a store
+    /// does not count them.
+    fn uring_reads(&self) -> Option<u64> {
         None
     }
 }
@@ -337,6 +351,15 @@ pub fn load(
     w: &Workload,
     progress: &dyn Progress,
 ) -> Result<(), BenchError> {
+    load_timed(store, w, progress).map(|_| ())
+}
+
+/// [`load`], returning the milliseconds its final reopen took (the rows' `open_ms`).
+pub fn load_timed(
+    store: &mut dyn BenchStore,
+    w: &Workload,
+    progress: &dyn Progress,
+) -> Result<f64, BenchError> {
     let mut order: Vec<u64> = (0..w.keys).collect();
     order.shuffle(&mut StdRng::seed_from_u64(w.seed));
     let mut value = Vec::with_capacity(w.value_size);
@@ -353,7 +376,9 @@ pub fn load(
         }
     }
     progress.finish();
-    store.reopen()
+    let started = Instant::now();
+    store.reopen()?;
+    Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
 /// The keys one phase looks up, the same sequence for every store.
@@ -490,27 +515,30 @@ pub fn run_store(
     w: &Workload,
     progress: &dyn Progress,
 ) -> Result<Vec<Row>, BenchError> {
-    load(store, w, progress)?;
+    let open_ms = load_timed(store, w, progress)?;
     let shape = store.filter_shape();
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
         let result = run_phase(store, w, phase, progress)?;
         let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
         row.table_bytes = store.disk_bytes();
+        row.open_ms = Some(open_ms);
         rows.push(row);
     }
     Ok(rows)
 }
 
-/// Fills each row's `reads_avoided_pct` against the row of `baseline` in the same phase.
+/// Fills each row's `reads_avoided_pct` against the row of `baseline` in the same phase
+/// (and batch size).
 pub fn compare_to_baseline(rows: &mut [Row], baseline: &str) {
-    let base: Vec<(Phase, f64)> = rows
+    let base: Vec<(Phase, usize, f64)> = rows
         .iter()
         .filter(|r| r.filter == baseline)
-        .map(|r| (r.phase, r.data_block_reads as f64))
+        .map(|r| (r.phase, r.batch, r.data_block_reads as f64))
         .collect();
     for row in rows.iter_mut() {
-        if let Some((_, reads)) = base.iter().find(|(p, _)| *p == row.phase) {
+        let same = |&&(p, b, _): &&(Phase, usize, f64)| p == row.phase && b == row.batch;
+        if let Some((_, _, reads)) = base.iter().find(same) {
             row.reads_avoided_pct = if *reads > 0.0 {
                 Some(100.0 * (1.0 - row.data_block_reads as f64 / reads))
             } else {

@@ -56,6 +56,23 @@ pub struct Row {
     /// from files written before it was recorded).
     #[serde(default)]
     pub table_bytes: Option<u64>,
+    /// Keys per lookup call: 1 for `get`, N for the `--multi-get N` rows (whose
+    /// figures are per key all the same).
+    #[serde(default = "one")]
+    pub batch: usize,
+    /// Milliseconds of the reopen before the phase's lookups (the store opening its
+    /// tables from disk), where measured.
+    #[serde(default)]
+    pub open_ms: Option<f64>,
+    /// Of `data_block_reads`, those made through io_uring: not read syscalls, so the
+    /// OS's count is `data_block_reads - uring_reads` (batched rows of a build with
+    /// bloomkv's `io-uring` feature; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uring_reads: Option<u64>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Row {
@@ -98,6 +115,9 @@ impl Row {
             lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
             block_cache_hits: c.block_cache_hits,
             table_bytes: None,
+            batch: 1,
+            open_ms: None,
+            uring_reads: None,
         }
     }
 }
@@ -192,6 +212,7 @@ pub fn print_table(rows: &[Row]) -> String {
     let header = [
         "filter",
         "phase",
+        "batch",
         "lookups",
         "found",
         "probes",
@@ -215,6 +236,7 @@ pub fn print_table(rows: &[Row]) -> String {
         cells.push(vec![
             r.filter.clone(),
             r.phase.name().to_string(),
+            r.batch.to_string(),
             r.lookups.to_string(),
             r.found.to_string(),
             opt_u(r.table_probes),

@@ -13,8 +13,8 @@ use super::{
     compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table,
     print_range_table, print_table, render_leveled_svg, render_range_svg, render_savings_svg,
     render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_range_phases, run_store,
-    time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore, FilterSetting, Phase,
-    Progress, Report, SweepPoint, WorkDir, Workload,
+    run_store_batched, time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore,
+    FilterSetting, Phase, Progress, Report, SweepPoint, WorkDir, Workload, MAX_BATCH,
 };
 use crate::prefix::GROUP as PREFIX_GROUP;
 use crate::report::Machine;
@@ -105,6 +105,13 @@ pub struct BenchArgs {
     /// Longest range (in ids) the range filter answers in the range phases.
     #[arg(long, default_value_t = 64)]
     pub range_max_len: u64,
+    /// Also look the flat shape's keys up N at a time with `multi_get`: rows with
+    /// `"batch": N` beside the single-get rows (`"batch": 1`), the same keys, figures
+    /// per key. Unless `--cold`, an unmeasured pass of gets warms the caches first, so
+    /// both kinds of row meet the same cache (with `--cold`, give `--cache-mib 0`).
+    /// 0, the default, runs no batched phases.
+    #[arg(long, default_value_t = 0)]
+    pub multi_get: usize,
 }
 
 impl BenchArgs {
@@ -207,6 +214,12 @@ impl BenchArgs {
             return Err(format!(
                 "--cache-mib {} is more bytes than this machine can address",
                 self.cache_mib
+            )
+            .into());
+        }
+        if self.multi_get > MAX_BATCH || (self.multi_get > 0 && self.shape == "leveled") {
+            return Err(format!(
+                "--multi-get takes a batch of at most {MAX_BATCH} keys, on the flat shape"
             )
             .into());
         }
@@ -337,7 +350,11 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 &w.compression,
                 w.block_align,
             )?;
-            rows.extend(run_store(&mut store, &w, &bar)?);
+            if args.multi_get > 0 {
+                rows.extend(run_store_batched(&mut store, &w, args.multi_get, &bar)?);
+            } else {
+                rows.extend(run_store(&mut store, &w, &bar)?);
+            }
         }
         compare_to_baseline(&mut rows, FilterSetting::None.name());
         bar.0.finish_and_clear();
@@ -407,7 +424,14 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             writeln!(out, "wrote {}", path.display())?;
         } else {
             let svg = path.with_extension("svg");
-            std::fs::write(&svg, render_savings_svg(&report.rows))?;
+            // The chart shows the single-get rows; the batched ones are in the table.
+            let single: Vec<_> = report
+                .rows
+                .iter()
+                .filter(|r| r.batch == 1)
+                .cloned()
+                .collect();
+            std::fs::write(&svg, render_savings_svg(&single))?;
             writeln!(out, "wrote {} and {}", path.display(), svg.display())?;
         }
         if !report.leveled.is_empty() {
@@ -444,7 +468,10 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
 pub fn print_disk_bytes(rows: &[super::Row], w: &Workload) -> String {
     let raw = w.keys * (super::KEY_LEN + w.value_size) as u64;
     let mut parts = Vec::new();
-    for r in rows.iter().filter(|r| r.phase == super::Phase::Absent) {
+    for r in rows
+        .iter()
+        .filter(|r| r.phase == super::Phase::Absent && r.batch == 1)
+    {
         if let Some(bytes) = r.table_bytes {
             parts.push(format!(
                 "{} {:.1} MiB ({:.2}×)",
@@ -494,7 +521,8 @@ pub fn os_read_disagreements(rows: &[super::Row]) -> Vec<String> {
     rows.iter()
         .filter_map(|r| {
             let os = r.os_read_syscalls?;
-            (os != r.data_block_reads).then(|| {
+            let syscalls = r.data_block_reads - r.uring_reads.unwrap_or(0);
+            (os != syscalls).then(|| {
                 format!(
                     "warning: {} {}: the OS counted {os} read syscalls, the store {} table reads",
                     r.filter,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use bloomkv_kv::{Compression, Db, FilterKind, Options};
 
-use super::{BenchError, BenchStore, FilterShape, StoreCounters};
+use super::{BenchError, BenchStore, FilterShape, StoreCounters, KEY_LEN};
 
 /// Which filter the tables carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,6 +201,11 @@ impl BenchStore for BloomkvStore {
         Ok(self.open_db()?.get(key)?.is_some())
     }
 
+    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
+        let found = self.open_db()?.multi_get(keys)?;
+        Ok(found.iter().flatten().count() as u64)
+    }
+
     fn counters(&self) -> StoreCounters {
         let Some(db) = self.db.as_ref() else {
             return StoreCounters::default();
@@ -248,6 +253,10 @@ impl BenchStore for BloomkvStore {
         if let Some(db) = self.db.as_ref() {
             db.drop_table_caches();
         }
+    }
+
+    fn uring_reads(&self) -> Option<u64> {
+        Some(self.db.as_ref()?.stats().uring_reads)
     }
 
     fn disk_bytes(&self) -> Option<u64> {

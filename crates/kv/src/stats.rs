@@ -6,10 +6,11 @@
 //! |---|---|---|
 //! | `filter_negatives` | `BLOOM_FILTER_USEFUL` | filter said "absent": a data-block read avoided |
 //! | `filter_positives` | `BLOOM_FILTER_FULL_POSITIVE` | filter said "maybe" |
-//! | `filter_true_positives` | `BLOOM_FILTER_FULL_TRUE_POSITIVE` | ...and the key was there |
+//! | `filter_true_positives` | `BLOOM_FILTER_FULL_TRUE_POSITIVE` | ...and the table held the key (in any version) |
 //! | `data_block_reads` | `BLOCK_CACHE_MISS`-ish | positioned reads of table files |
 //! | `block_cache_hits` | `BLOCK_CACHE_DATA_HIT` | data blocks served from memory |
 //! | `block_cache_misses` | `BLOCK_CACHE_DATA_MISS` | data blocks the cache lacked |
+//! | `multi_gets`, `multi_get_keys` | `NUMBER_MULTIGET_CALLS`, `..._KEYS_READ` | batches, and the keys they asked |
 //!
 //! Each counter is bumped on the line that makes the decision it counts. The observed
 //! false-positive rate is `(positives - true_positives) / (positives - true_positives +
@@ -109,6 +110,19 @@ pub struct Stripe {
     pub block_cache_hits: AtomicU64,
     /// Data blocks the block cache did not hold (each then read from the file).
     pub block_cache_misses: AtomicU64,
+    /// `multi_get` calls.
+    pub multi_gets: AtomicU64,
+    /// Keys those calls asked for (each also counted in `gets`).
+    pub multi_get_keys: AtomicU64,
+    /// Data blocks a batch looked up once for several of its keys.
+    pub multi_get_shared_blocks: AtomicU64,
+    /// Block lookups (cache lookups or reads) a loop of gets would have made and the
+    /// batches did not: for each shared block, the keys it served beyond the first.
+    pub multi_get_lookups_saved: AtomicU64,
+    /// Data-block reads a batch issued together, their device reads overlapped.
+    pub multi_get_overlapped_reads: AtomicU64,
+    /// Table reads made through io_uring (each also one of `data_block_reads`).
+    pub uring_reads: AtomicU64,
     /// The read path's decisions, level by level.
     pub levels: [LevelCounters; NUM_LEVELS],
 }
@@ -378,6 +392,25 @@ pub struct DbStats {
     /// `flush_bytes_written` it gives the write amplification: table bytes written per
     /// byte flushed.
     pub compaction_bytes_written: u64,
+    /// `multi_get` calls (RocksDB's `NUMBER_MULTIGET_CALLS`).
+    pub multi_gets: u64,
+    /// Keys those calls asked for (`NUMBER_MULTIGET_KEYS_READ`). Each is also a get in
+    /// `gets`, and every per-key counter (memtable hits, filter answers, per level)
+    /// counts it exactly as a `get` of that key would.
+    pub multi_get_keys: u64,
+    /// Data blocks a batch looked up once for several of its keys: one cache lookup or
+    /// one read where a loop of gets makes one per key.
+    pub multi_get_shared_blocks: u64,
+    /// The block lookups those shared blocks saved: the keys each served beyond the
+    /// first.
+    pub multi_get_lookups_saved: u64,
+    /// Data-block reads a batch issued together, their device reads overlapped
+    /// (each is also one of `data_block_reads`).
+    pub multi_get_overlapped_reads: u64,
+    /// Table reads made through io_uring (the `io-uring` feature): each is also one of
+    /// `data_block_reads`, but not a read syscall, so the kernel's `syscr` sees
+    /// `data_block_reads - uring_reads` of the store's reads. 0 without the feature.
+    pub uring_reads: u64,
 }
 
 impl DbStats {
@@ -484,6 +517,12 @@ impl Counters {
             compactions: get(&self.compactions),
             compaction_bytes_read: get(&self.compaction_bytes_read),
             compaction_bytes_written: get(&self.compaction_bytes_written),
+            multi_gets: self.sum(|s| &s.multi_gets),
+            multi_get_keys: self.sum(|s| &s.multi_get_keys),
+            multi_get_shared_blocks: self.sum(|s| &s.multi_get_shared_blocks),
+            multi_get_lookups_saved: self.sum(|s| &s.multi_get_lookups_saved),
+            multi_get_overlapped_reads: self.sum(|s| &s.multi_get_overlapped_reads),
+            uring_reads: self.sum(|s| &s.uring_reads),
         }
     }
 }

@@ -16,7 +16,7 @@ use bloomkv_filter::{KeyHash, RibbonProbe};
 
 use crate::error::Result;
 use crate::keycmp;
-use crate::sstable::Table;
+use crate::sstable::{BatchKey, BatchTally, Table};
 use crate::stats::ReadTally;
 use crate::types::{Hit, SeqNo, NUM_LEVELS};
 
@@ -224,6 +224,89 @@ impl Version {
             }
         }
         Ok(None)
+    }
+
+    /// [`Version::get`] for a batch: the newest version of each key of `batch` at or
+    /// below `read_seq`, put in `found` (indexed like `batch`). `pending` lists the
+    /// positions in `batch` to look up, sorted by key (duplicates side by side).
+    ///
+    /// Table by table rather than key by key: L0 newest first, then each deeper level
+    /// in key order. Each table is handed the run of still-unanswered keys its range
+    /// covers (a run, since the keys are sorted: two binary searches find it), asks its
+    /// filter about all of them with lines prefetched ahead, and reads each block the
+    /// survivors need once (`sstable/batch.rs`). A key answered by a table leaves the
+    /// run before the next table, so every key meets exactly the tables, in the order,
+    /// that [`Version::get`] would show it, and is tallied as that get would be.
+    pub(crate) fn multi_get(
+        &self,
+        batch: &[BatchKey],
+        mut pending: Vec<u32>,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        batch_tally: &mut BatchTally,
+        found: &mut [Option<Hit>],
+    ) -> Result<()> {
+        let key = |k: &u32| batch[*k as usize].key;
+        let mut run = Vec::new();
+        let mut ask = |handle: &TableHandle,
+                       keys: &[u32],
+                       tally: &mut ReadTally,
+                       found: &mut [Option<Hit>]|
+         -> Result<()> {
+            run.clear();
+            run.extend_from_slice(keys);
+            handle.table.filter_batch(batch, &mut run, tally);
+            if run.is_empty() {
+                return Ok(());
+            }
+            handle
+                .table
+                .read_batch(batch, &run, read_seq, tally, batch_tally, found)
+        };
+        for handle in &self.levels[0] {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let lo = pending.partition_point(|k| keycmp::less(key(k), handle.smallest()));
+            let hi =
+                lo + pending[lo..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
+            if lo == hi {
+                continue;
+            }
+            ask(handle, &pending[lo..hi], tally, found)?;
+            pending.retain(|&k| found[k as usize].is_none());
+        }
+        for (n, level) in self.levels.iter().enumerate().skip(1) {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            if level.is_empty() {
+                continue;
+            }
+            // The level's tables are disjoint and sorted: walk the keys, each time to
+            // the table that may hold the next one, and hand it the keys up to its
+            // largest.
+            let mut start = 0;
+            while let Some(first) = pending.get(start) {
+                let t = level.partition_point(|h| keycmp::less(h.largest(), key(first)));
+                let Some(handle) = level.get(t) else {
+                    break; // past the level's last key
+                };
+                let hi = start
+                    + pending[start..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
+                let lo = start
+                    + pending[start..hi]
+                        .partition_point(|k| keycmp::less(key(k), handle.smallest()));
+                if lo < hi {
+                    let mark = tally.mark();
+                    ask(handle, &pending[lo..hi], tally, found)?;
+                    tally.close_level(n, mark);
+                }
+                start = hi;
+            }
+            pending.retain(|&k| found[k as usize].is_none());
+        }
+        Ok(())
     }
 
     /// All live tables, L0 first.

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bloomkv_kv::{Db, Error, FilterKind, Options, MAX_KEY_LEN};
+use bloomkv_kv::{Db, Error, FilterKind, FixedPrefix, Options, RangeFilterOptions, MAX_KEY_LEN};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -38,17 +38,24 @@ fn agrees_with_gets(db: &Db, keys: &[Vec<u8>]) {
 #[test]
 fn multi_get_answers_as_a_loop_of_gets_under_every_filter() {
     const SPACE: u32 = 3_000;
-    for filter in [
-        FilterKind::CacheLocalBloom,
-        FilterKind::StandardBloom,
-        FilterKind::Ribbon,
-        FilterKind::None,
+    // The last two also carry a prefix filter (a fixed 5-byte prefix: "key" and two
+    // digits) and a range filter in every table.
+    for (filter, extras) in [
+        (FilterKind::CacheLocalBloom, false),
+        (FilterKind::StandardBloom, false),
+        (FilterKind::Ribbon, false),
+        (FilterKind::None, false),
+        (FilterKind::CacheLocalBloom, true),
+        (FilterKind::Ribbon, true),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let options = || Options {
             filter: filter.clone(),
             memtable_size: 64 << 10,
             disable_auto_compaction: true,
+            prefix_extractor: extras
+                .then(|| Arc::new(FixedPrefix::new(5)) as Arc<dyn bloomkv_kv::PrefixExtractor>),
+            range_filter: extras.then(RangeFilterOptions::default),
             ..Options::default()
         };
         let mut db = Db::open(dir.path(), options()).unwrap();

@@ -355,6 +355,9 @@ mod tests {
             lookups_per_sec: 1e9 / ns,
             block_cache_hits: None,
             table_bytes: None,
+            batch: 1,
+            open_ms: None,
+            uring_reads: None,
         }
     }
 

@@ -369,6 +369,10 @@ impl RandomAccessFile for FaultRandom {
     fn drop_cache(&self) -> io::Result<()> {
         self.inner.drop_cache()
     }
+
+    fn will_need(&self, offset: u64, len: usize) -> io::Result<()> {
+        self.inner.will_need(offset, len)
+    }
 }
 
 impl FileSystem for FaultFileSystem {

@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 pub mod fault;
 pub mod mem;
+#[cfg(all(feature = "io-uring", target_os = "linux"))]
+pub(crate) mod uring;
 
 /// A file opened for appending: the WAL, a table or manifest being written.
 pub trait WritableFile: Send {
@@ -44,6 +46,20 @@ pub trait RandomAccessFile: Send + Sync {
     /// Hints the OS to drop this file's cached pages (for cold-cache benchmarks).
     fn drop_cache(&self) -> io::Result<()> {
         Ok(())
+    }
+    /// Hints the OS that `len` bytes at `offset` will be read soon, so it can start
+    /// fetching them from the device without the caller waiting (a batch of lookups
+    /// tells it of every block it is about to read, then reads them one by one). Not a
+    /// read: nothing is counted, and the default does nothing.
+    fn will_need(&self, _offset: u64, _len: usize) -> io::Result<()> {
+        Ok(())
+    }
+    /// The operating system's descriptor of the file, for reads the store submits to
+    /// the kernel itself (io_uring, the `io-uring` feature). `None`, the default: every
+    /// read goes through [`read_exact_at`](Self::read_exact_at) (a wrapper that counts
+    /// or fails reads must keep the default, or its reads would bypass it).
+    fn raw_fd(&self) -> Option<i32> {
+        None
     }
 }
 
@@ -153,6 +169,15 @@ impl RandomAccessFile for OsRandom {
     fn drop_cache(&self) -> io::Result<()> {
         drop_page_cache(&self.0)
     }
+
+    fn will_need(&self, offset: u64, len: usize) -> io::Result<()> {
+        advise_will_need(&self.0, offset, len)
+    }
+
+    fn raw_fd(&self) -> Option<i32> {
+        use std::os::fd::AsRawFd;
+        Some(self.0.as_raw_fd())
+    }
 }
 
 #[cfg(target_os = "linux")]
@@ -170,6 +195,33 @@ fn drop_page_cache(file: &File) -> io::Result<()> {
 
 #[cfg(target_os = "linux")]
 const POSIX_FADV_DONTNEED: i32 = 4;
+
+#[cfg(target_os = "linux")]
+const POSIX_FADV_WILLNEED: i32 = 3;
+
+/// `posix_fadvise(WILLNEED)`: the kernel starts reading the range into its page cache
+/// and returns without waiting for the device. Not a read syscall (`syscr` does not
+/// count it), so the store's read count still matches the kernel's.
+#[cfg(target_os = "linux")]
+fn advise_will_need(file: &File, offset: u64, len: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Ok(()); // past what the call can name: no hint
+    };
+    // SAFETY: as for `drop_page_cache`: integer arguments only, and the descriptor is
+    // valid for the call because `file` is borrowed.
+    let rc = unsafe { libc_fadvise(file.as_raw_fd(), offset, len, POSIX_FADV_WILLNEED) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(rc))
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_will_need(_file: &File, _offset: u64, _len: usize) -> io::Result<()> {
+    Ok(())
+}
 
 #[cfg(target_os = "linux")]
 extern "C" {

@@ -72,6 +72,10 @@ pub enum Lookup {
     Found(Found),
     /// The block holds no version of the key at or below it, and no later block can.
     Absent,
+    /// As `Absent`, but the block held versions of the key, all newer than the
+    /// sequence number: the table holds the key, just not as of that number (a
+    /// snapshot's read; the filter's "maybe" was true).
+    OnlyNewer,
     /// The block ends on versions of the key that are all newer than the sequence
     /// number: older ones may continue in the next block.
     Continues,
@@ -215,7 +219,7 @@ impl Block {
     pub fn get(&self, target: &[u8]) -> Result<Option<Found>, Malformed> {
         Ok(match self.get_at(target, SeqNo::MAX)? {
             Lookup::Found(found) => Some(found),
-            Lookup::Absent | Lookup::Continues => None,
+            Lookup::Absent | Lookup::OnlyNewer | Lookup::Continues => None,
         })
     }
 
@@ -235,6 +239,7 @@ impl Block {
         self.prefetch();
         let mut pos = self.restart(self.restart_before(target)?);
         let (mut key_len, mut matched, mut order) = (0, 0, Ordering::Less);
+        let mut newer = false;
         while pos < self.entries_end {
             let e = self.decode_entry(pos, key_len)?;
             let delta = &buf[e.delta.clone()];
@@ -247,7 +252,10 @@ impl Block {
             key_len = e.shared + delta.len();
             match order {
                 Ordering::Less => pos = e.next,
-                Ordering::Equal if e.seq > read_seq => pos = e.next,
+                Ordering::Equal if e.seq > read_seq => {
+                    newer = true;
+                    pos = e.next;
+                }
                 Ordering::Equal => {
                     return Ok(Lookup::Found(Found {
                         seq: e.seq,
@@ -255,6 +263,7 @@ impl Block {
                         value: e.value,
                     }))
                 }
+                Ordering::Greater if newer => return Ok(Lookup::OnlyNewer),
                 Ordering::Greater => return Ok(Lookup::Absent),
             }
         }

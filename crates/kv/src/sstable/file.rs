@@ -204,6 +204,121 @@ impl TableFile {
         Ok(block)
     }
 
+    /// The data blocks at `handles` for a batch of point lookups, in order: each from
+    /// the block cache if it holds it (counted as [`read_data_block`] counts), the rest
+    /// read from the file, checked, decoded and offered to the cache.
+    ///
+    /// The reads of the missing blocks overlap on the device: when two or more are
+    /// missing, the OS is first told of every one of them (`RandomAccessFile::will_need`,
+    /// a readahead hint, no read syscall), so their device reads are all under way
+    /// before the first positioned read waits. Each block is then still exactly one
+    /// counted read: `data_block_reads` stays equal to the kernel's `syscr`.
+    ///
+    /// [`read_data_block`]: Self::read_data_block
+    /// `overlapped` grows by the reads issued together.
+    pub(crate) fn read_data_blocks(
+        &self,
+        handles: &[BlockHandle],
+        overlapped: &mut u64,
+    ) -> Result<Vec<Block>> {
+        let cache = self.block_cache();
+        let mut blocks: Vec<Option<Block>> = handles
+            .iter()
+            .map(|h| {
+                let (cache, id) = cache?;
+                let block = cache.get(id, h.offset);
+                let s = self.counters.local();
+                match &block {
+                    Some(_) => stats::bump(&s.block_cache_hits),
+                    None => stats::bump(&s.block_cache_misses),
+                }
+                block
+            })
+            .collect();
+        let missing: Vec<BlockHandle> = handles
+            .iter()
+            .zip(&blocks)
+            .filter(|(_, b)| b.is_none())
+            .map(|(h, _)| *h)
+            .collect();
+        let mut read = if missing.len() > 1 {
+            *overlapped += missing.len() as u64;
+            self.read_overlapped(&missing)?
+        } else {
+            missing
+                .iter()
+                .map(|h| self.load_data_block(*h))
+                .collect::<Result<Vec<_>>>()?
+        }
+        .into_iter();
+        handles
+            .iter()
+            .zip(blocks.iter_mut())
+            .map(|(h, slot)| match slot.take() {
+                Some(block) => Ok(block),
+                None => {
+                    let block = read.next().ok_or_else(|| {
+                        self.corruption(BlockKind::Data, h.offset, "block not read".into())
+                    })?;
+                    if let Some((cache, id)) = cache {
+                        cache.insert(id, h.offset, block.clone());
+                    }
+                    Ok(block)
+                }
+            })
+            .collect()
+    }
+
+    /// Reads, checks and decodes the data blocks at `handles` (two or more), their
+    /// device reads overlapped: one io_uring submission where the `io-uring` feature
+    /// and the kernel give a ring, otherwise a readahead hint for every block, then one
+    /// `pread` each.
+    fn read_overlapped(&self, handles: &[BlockHandle]) -> Result<Vec<Block>> {
+        #[cfg(all(feature = "io-uring", target_os = "linux"))]
+        if let Some(blocks) = self.read_with_ring(handles)? {
+            return Ok(blocks);
+        }
+        for h in handles {
+            let len = self.sealed_len(*h, BlockKind::Data)?;
+            // Only a hint: a file that cannot take it is read as it would be.
+            let _ = self.file.with(|f| f.will_need(h.offset, len));
+        }
+        handles.iter().map(|h| self.load_data_block(*h)).collect()
+    }
+
+    /// The blocks at `handles` read with one io_uring submission, or `None` when the
+    /// file has no descriptor to give (a wrapped or in-memory file) or the thread no
+    /// ring. Each block counts as one read, as a `pread` would, and in `uring_reads`.
+    #[cfg(all(feature = "io-uring", target_os = "linux"))]
+    fn read_with_ring(&self, handles: &[BlockHandle]) -> Result<Option<Vec<Block>>> {
+        let reads = handles
+            .iter()
+            .map(|h| Ok((h.offset, self.sealed_len(*h, BlockKind::Data)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let read = self
+            .file
+            .with(|f| match f.raw_fd() {
+                Some(fd) => crate::fs::uring::read_at_many(fd, &reads),
+                None => Ok(None),
+            })
+            .map_err(|e| self.io_error("read", e))?;
+        let Some(buffers) = read else {
+            return Ok(None);
+        };
+        let s = self.counters.local();
+        for &(_, len) in &reads {
+            stats::bump(&s.data_block_reads);
+            stats::bump(&s.uring_reads);
+            stats::add(&s.bytes_read, len as u64);
+        }
+        buffers
+            .into_iter()
+            .zip(handles)
+            .map(|(sealed, h)| self.decode_data_block(*h, sealed))
+            .collect::<Result<_>>()
+            .map(Some)
+    }
+
     fn block_cache(&self) -> Option<(&BlockCache, u64)> {
         match &self.file {
             Source::Cached(slot) => slot.block_cache(),
@@ -215,10 +330,16 @@ impl TableFile {
     /// any cache (what `verify` uses).
     pub fn load_data_block(&self, handle: BlockHandle) -> Result<Block> {
         let len = self.sealed_len(handle, BlockKind::Data)?;
-        let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
         // The thread's spare buffer is taken, not borrowed: a raw block may become it.
         let mut sealed = take_spare();
         self.read_into(&mut sealed, handle.offset, len)?;
+        self.decode_data_block(handle, sealed)
+    }
+
+    /// Checks and decodes `sealed`, the data block at `handle` with its trailer, as
+    /// read from the file.
+    fn decode_data_block(&self, handle: BlockHandle, sealed: Vec<u8>) -> Result<Block> {
+        let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
         match trailer::check_data(&sealed).map_err(bad)? {
             (len, trailer::LZ4_COMPRESSION) => {
                 let raw = compression::decompress_lz4(&sealed[..len]).map_err(bad)?;

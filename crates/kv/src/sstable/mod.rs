@@ -75,6 +75,7 @@
 //! The byte-level layout of every part is in the module that encodes it:
 //! [`block`] (data blocks), `index` (index block), `properties`, `footer`, `trailer`.
 
+mod batch;
 pub mod block;
 mod block_builder;
 mod block_cache;
@@ -100,6 +101,7 @@ mod tests;
 
 use std::fmt;
 
+pub(crate) use batch::{BatchKey, BatchTally};
 pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
 pub use compression::Compression;
 pub use file::TableFile;
@@ -108,7 +110,7 @@ pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 pub use inner::{FilterState, RangeFilterState};
 pub use iter::{TableIter, TableRevIter};
 pub use properties::TableProperties;
-pub use reader::Table;
+pub use reader::{Table, PIN_MIN_VALUE};
 pub(crate) use table_cache::TableCache;
 // The store still names a get's hit here; it lives with the rest of the vocabulary.
 pub use verify::{check_file, BlockProblem};

@@ -8,9 +8,17 @@
 //!  table_probes += 1
 //!  filter says "absent" ───────────> None, no read              (filter_negatives)
 //!  index: first block with separator >= key
-//!  one positioned read of block + trailer, CRC checked          (data_block_reads)
-//!  restart-point binary search, scan one run ──> entry or None  (filter_true_positives)
+//!  block cache? ──hit──> the decoded block, no read             (block_cache_hits)
+//!     │ miss                                                     (block_cache_misses)
+//!     └─> one positioned read of block + trailer, CRC checked   (data_block_reads)
+//!  restart-point binary search, scan one run ──> entry or None
+//!  the table held the key (any version) ──> filter_true_positives += 1
 //! ```
+//!
+//! A store without a block cache (or a table opened outside one) goes straight to the
+//! read. The value comes back as a slice of the block, not a copy, unless it is
+//! shorter than [`PIN_MIN_VALUE`]. A batch of lookups (`multi_get`) takes the same
+//! steps table by table for all its keys at once (`sstable/batch.rs`).
 //!
 //! A filter block that fails to open is ignored (the table answers from its data
 //! blocks, never a false "absent") and counted in `filter_corrupt`; a filter written by
@@ -29,7 +37,7 @@ use bloomkv_filter::{
 };
 use bytes::Bytes;
 
-use super::block::Lookup;
+use super::block::{Block, Lookup};
 use super::file::{read_footer, TableFile};
 use super::footer::{BlockHandle, FOOTER_SIZE};
 use super::index::IndexBlock;
@@ -349,21 +357,48 @@ impl Table {
         tally: &mut ReadTally,
     ) -> Result<Option<Hit>> {
         let t = &*self.inner;
-        let filter_said_maybe = t.filter.is_some();
-        let mut i = t.index.find(key);
+        let i = t.index.find(key);
         let Some(handle) = t.index.handle(i) else {
             return Ok(None); // unreachable for a key <= largest: the last separator is largest
         };
-        let mut block = t.file.read_data_block(handle)?;
+        let block = t.file.read_data_block(handle)?;
+        self.search_block(i, handle.offset, block, key, read_seq, tally)
+    }
+
+    /// Searches `block`, the table's data block number `i` at `offset`, for the newest
+    /// version of `key` at or below `read_seq`, and the next blocks while the key's
+    /// versions continue there (only a snapshot's read can need them).
+    ///
+    /// `filter_true_positives` counts a "maybe" for a key the table holds in any
+    /// version: a snapshot's read that meets only versions newer than its number finds
+    /// nothing here, yet the filter was right, so it is not a false positive.
+    pub(crate) fn search_block(
+        &self,
+        mut i: usize,
+        mut offset: u64,
+        mut block: Block,
+        key: &[u8],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
+        let t = &*self.inner;
         let corrupt = |offset: u64| move |m| t.file.corruption(BlockKind::Data, offset, m);
         // At the newest sequence number the key's first entry is the answer, so
         // `Continues` (all versions in this block too new) only happens to snapshots.
-        let mut offset = handle.offset;
+        let mut held = false;
         let found = loop {
             match block.get_at(key, read_seq).map_err(corrupt(offset))? {
-                Lookup::Found(found) => break Some(found),
+                Lookup::Found(found) => {
+                    held = true;
+                    break Some(found);
+                }
                 Lookup::Absent => break None,
+                Lookup::OnlyNewer => {
+                    held = true;
+                    break None;
+                }
                 Lookup::Continues => {
+                    held = true;
                     i += 1;
                     let Some(next) = t.index.handle(i) else {
                         break None;
@@ -373,17 +408,16 @@ impl Table {
                 }
             }
         };
+        if held && t.filter.is_some() {
+            tally.filter_true_positives += 1; // the filter's "maybe" was right
+        }
         let Some(found) = found else {
             return Ok(None);
         };
-        if filter_said_maybe {
-            tally.filter_true_positives += 1;
-        }
         Ok(Some(Hit {
             seq: found.seq,
             kind: found.kind,
-            // Copied: a returned value must not pin the whole block in memory.
-            value: Bytes::copy_from_slice(block.bytes(found.value)),
+            value: value_of(&block, found.value),
         }))
     }
 
@@ -518,5 +552,33 @@ impl Table {
     /// Asks the OS to drop the file's cached pages (cold-cache benchmarks).
     pub fn drop_cache(&self) -> Result<()> {
         self.inner.file.drop_cache()
+    }
+}
+
+/// Values shorter than this many bytes are copied out of their block; longer ones are
+/// returned as a slice of it, without a copy.
+///
+/// A slice keeps the whole block alive for as long as the caller holds the value: in
+/// the block cache that costs nothing extra while the block stays cached (the cache
+/// charges it anyway), but a value held after its block was evicted, or taken from a
+/// block the cache did not admit, pins the block's bytes — up to `block / value` times
+/// its own size. A copy costs an allocation and the value's bytes moved (about one
+/// allocation for a value of a few cache lines); a slice one reference-count increment
+/// on a line the lookup has just touched. At 64 bytes — one cache line — the pinned
+/// memory per held value is bounded by 64× for the default 4 KiB blocks, the copy of
+/// anything shorter costs no more than its allocation, and values from 64 bytes up are
+/// returned without one, as RocksDB's `PinnableSlice` and fjall's slices do. A caller
+/// that keeps many values long after the lookup (a cache of its own, say) and wants
+/// them compact copies them (`Bytes::copy_from_slice`).
+pub const PIN_MIN_VALUE: usize = 64;
+
+/// The value at `range` of `block`: a slice of the block, or a copy when it is short
+/// (see [`PIN_MIN_VALUE`]).
+#[inline]
+pub(crate) fn value_of(block: &Block, range: std::ops::Range<usize>) -> Bytes {
+    if range.len() < PIN_MIN_VALUE {
+        Bytes::copy_from_slice(block.bytes(range))
+    } else {
+        block.slice(range)
     }
 }
