@@ -30,7 +30,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bloomkv::sizing;
 use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
@@ -212,19 +211,18 @@ impl FjallStore {
             .ok_or_else(|| "fjall store is closed".into())
     }
 
-    /// Seals the memtable into a table and waits until no flush or compaction is
-    /// running or due.
-    pub fn settle(&mut self) -> Result<(), BenchError> {
+    /// Seals the memtable into a table and waits until it is written.
+    pub fn flush(&mut self) -> Result<(), BenchError> {
+        self.keyspace()?.rotate_memtable_and_wait()?;
+        Ok(())
+    }
+
+    /// Whether a flush or compaction is running or due, as fjall says.
+    pub fn busy(&self) -> Result<bool, BenchError> {
         let open = self.open.as_ref().ok_or("fjall store is closed")?;
-        open.keyspace.rotate_memtable_and_wait()?;
-        crate::wait_idle(
-            || {
-                Ok(open.db.outstanding_flushes() > 0
-                    || open.db.active_compactions() > 0
-                    || open.keyspace.sealed_memtable_count() > 0)
-            },
-            Duration::from_secs(600),
-        )
+        Ok(open.db.outstanding_flushes() > 0
+            || open.db.active_compactions() > 0
+            || open.keyspace.sealed_memtable_count() > 0)
     }
 
     /// Tables per level, deepest last, empty levels left out.
@@ -295,11 +293,11 @@ impl BenchStore for FjallStore {
         StoreCounters::default()
     }
 
-    /// In the flat layout, computed per table from fjall's construction rules and the
-    /// keys written into it (the tables fjall moved below L0 get its deeper-level
-    /// rule). With compaction on, the memory is fjall's own sum of its tables' filter
-    /// blocks (a few header bytes each included) and the predicted rate the textbook
-    /// one at their average bits per key.
+    /// The memory is fjall's own sum of its tables' filter blocks (`filter_size()`, a
+    /// few header bytes each included), in every layout. The predicted rate: in the
+    /// flat layout computed per table from fjall's construction rules and the keys
+    /// written into it (the tables fjall moved below L0 get its deeper-level rule);
+    /// with compaction on, the textbook one at the tables' average bits per key.
     fn filter_shape(&self) -> FilterShape {
         let Some(open) = self.open.as_ref() else {
             return FilterShape::default();
@@ -348,7 +346,9 @@ impl BenchStore for FjallStore {
                 .sum::<f64>()
                 / per_table.len() as f64;
             return FilterShape {
-                bits: per_table.iter().map(|t| t.0).sum(),
+                // The memory is fjall's own count (its filter blocks as built, a few
+                // header bytes each included); the rules above give the rate.
+                bits,
                 keys,
                 formula_fp,
                 probes: l0_probes,

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::environment::Environment;
 use crate::fill::{levels_text, FillResult};
 use crate::plan::Spread;
+use crate::ratios::Ratio;
 
 /// How one row's store was set up.
 #[derive(Debug, Clone, Serialize)]
@@ -108,9 +109,11 @@ pub struct PeersReport {
     pub shape: String,
     /// Runs (rounds over all stores).
     pub runs: usize,
-    /// Whether fjall was built with its `metrics` feature (a counted run: its times
-    /// carry the counters' cost).
+    /// Whether fjall was built with its `metrics` feature.
     pub fjall_metrics: bool,
+    /// A counted run (fjall's metrics, RocksDB's statistics on): its times carry the
+    /// counters' cost and are not the figures.
+    pub counted: bool,
     /// Each row's setup.
     pub settings: Vec<Setting>,
     /// Per row and phase: medians and spreads over the runs.
@@ -121,9 +124,32 @@ pub struct PeersReport {
     /// these): the median time and median read count, the other counts the first
     /// run's (`summary` holds their medians).
     pub rows: Vec<Row>,
+    /// Every pair of rows compared: the median of the per-run time ratios with its
+    /// 95% interval ([`crate::ratios`]).
+    pub ratios: Vec<Ratio>,
+    /// How `ratios`' intervals are made.
+    pub ratio_interval: &'static str,
+    /// The targets, judged on the intervals.
+    pub targets: Vec<Target>,
     /// Every run as it happened.
     pub run_records: Vec<RunRecord>,
 }
+
+/// A target ("at most this many times that row") and how its interval reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// The ratio it is judged on.
+    pub ratio: Ratio,
+    /// The limit.
+    pub at_most: f64,
+    /// Met when the whole 95% interval is within the limit.
+    pub verdict: crate::ratios::Verdict,
+}
+
+/// What [`PeersReport::ratio_interval`] says.
+pub const RATIO_INTERVAL: &str = "median of per-run ratios; 95% interval from order statistics \
+     [x(k), x(n+1-k)], k the largest with 1 - 2 P(Binomial(n, 1/2) <= k-1) >= 0.95 (below 6 runs \
+     the full range, its coverage in `coverage`)";
 
 fn spread_of(values: impl Iterator<Item = f64>) -> Option<Spread> {
     Spread::of(&values.collect::<Vec<_>>())
@@ -257,7 +283,9 @@ fn opt_count(s: &Option<Spread>) -> String {
     s.as_ref().map(count).unwrap_or_else(|| "n/a".into())
 }
 
-fn aligned(cells: Vec<Vec<String>>, left: usize) -> String {
+/// Cells as aligned columns, the first `left` of them left-aligned, a rule under the
+/// header.
+pub(crate) fn aligned(cells: Vec<Vec<String>>, left: usize) -> String {
     let cols = cells.first().map(|r| r.len()).unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
@@ -341,15 +369,17 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
     out
 }
 
-/// Each store's median time per lookup against `reference`'s, phase by phase.
-pub fn print_versus(summary: &[Summary], reference: &str) -> String {
+/// Each store's time per lookup, and its time against `reference`'s as the median
+/// of the per-run ratios with their 95% interval (see [`crate::ratios`]), phase by
+/// phase.
+pub fn print_versus(summary: &[Summary], records: &[RunRecord], reference: &str) -> String {
     let find = |store: &str, phase: Phase| {
         summary
             .iter()
             .find(|s| s.store == store && s.phase == phase)
     };
     let mut cells = vec![vec![
-        "per lookup (medians)".to_string(),
+        "per lookup (median µs; ratio: median of runs, 95% interval)".to_string(),
         "absent µs".into(),
         format!("vs {reference}"),
         "present µs".into(),
@@ -364,17 +394,15 @@ pub fn print_versus(summary: &[Summary], reference: &str) -> String {
         let mut line = vec![s.store.clone()];
         for phase in [Phase::Absent, Phase::Present] {
             let me = find(&s.store, phase);
-            let base = find(reference, phase);
             line.push(
                 me.map(|m| format!("{:.2}", m.ns_per_lookup.median / 1000.0))
                     .unwrap_or_else(|| "-".into()),
             );
-            line.push(match (me, base) {
-                (Some(m), Some(b)) if b.ns_per_lookup.median > 0.0 => {
-                    format!("{:.2}x", m.ns_per_lookup.median / b.ns_per_lookup.median)
-                }
-                _ => "-".into(),
-            });
+            line.push(
+                crate::ratios::lookup_ratio(records, &s.store, reference, phase)
+                    .map(|r| format!("{:.2}x ({:.2}–{:.2})", r.median, r.ci95[0], r.ci95[1]))
+                    .unwrap_or_else(|| "-".into()),
+            );
         }
         cells.push(line);
     }
@@ -488,7 +516,7 @@ mod tests {
         assert_eq!(rows[0].data_block_reads, 11);
         assert!((rows[0].lookups_per_sec - 500_000.0).abs() < 1e-6);
 
-        let versus = print_versus(&summary, "s");
+        let versus = print_versus(&summary, &records, "s");
         assert!(versus.contains("1.00x"), "{versus}");
     }
 }
