@@ -28,6 +28,7 @@ mod leveled;
 mod no_sync;
 mod os_io;
 mod prefix;
+mod provenance;
 mod range;
 mod report;
 mod run;
@@ -47,6 +48,7 @@ pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRo
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes, VERSION_ROUNDS};
+pub use provenance::Provenance;
 pub use range::{
     print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
     RANGE_LENGTHS,

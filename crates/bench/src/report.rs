@@ -124,6 +124,9 @@ pub struct SweepPoint {
 /// Everything a run measured, with the machine and parameters: the `--json` file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The commit measured and whether the tree was clean (`null` without git).
+    #[serde(flatten)]
+    pub provenance: super::Provenance,
     /// What ran and where.
     pub machine: Machine,
     /// The workload's parameters.

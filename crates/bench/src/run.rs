@@ -368,7 +368,13 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             if let Some(path) = &args.json {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
                 let range_json = path.with_file_name(format!("{stem}-range.json"));
-                let both = serde_json::json!({ "rows": range_rows, "filter_times": times });
+                let provenance = crate::Provenance::here();
+                let both = serde_json::json!({
+                    "commit": provenance.commit,
+                    "clean": provenance.clean,
+                    "rows": range_rows,
+                    "filter_times": times,
+                });
                 std::fs::write(&range_json, serde_json::to_string_pretty(&both)?)?;
                 let range_svg = range_json.with_extension("svg");
                 std::fs::write(&range_svg, render_range_svg(&range_rows))?;
@@ -392,6 +398,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         write!(out, "{}", print_sweep(&bits_sweep, &probe_sweep))?;
     }
     let report = Report {
+        provenance: crate::Provenance::here(),
         machine: Machine::here(),
         workload: w,
         rows,

@@ -129,11 +129,12 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
     if cli.bench.shape == "leveled" {
         refuse(
             &[
+                "lz4_rows",
+                "compression",
                 "filters",
                 "tables",
                 "block_align",
                 "multi_get",
-                "compression",
             ],
             "is the flat shape's: the leveled shape builds its own tables",
         )?;
@@ -711,11 +712,11 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     );
     println!(
         "commit {}{}, {} ({} cores), {} GiB, kernel {}, {}",
-        environment.commit,
-        if environment.dirty == Some(true) {
-            " (with uncommitted changes)"
-        } else {
-            ""
+        environment.commit.as_deref().unwrap_or("unknown"),
+        match environment.clean {
+            Some(false) => " (with uncommitted changes)",
+            Some(true) => "",
+            None => " (tree state unknown)",
         },
         environment.cpu_model,
         environment.cores,
@@ -816,6 +817,10 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         }
         let rows = report::median_rows(&records, &summary);
         let report = PeersReport {
+            provenance: bloomkv_bench::Provenance {
+                commit: environment.commit.clone(),
+                clean: environment.clean,
+            },
             // The program by its name, not the path it was started from.
             command: std::iter::once("bloomkv-peers".to_string())
                 .chain(std::env::args().skip(1))

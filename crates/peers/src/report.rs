@@ -99,6 +99,9 @@ pub struct RunRecord {
 /// The `--json` file.
 #[derive(Debug, Clone, Serialize)]
 pub struct PeersReport {
+    /// The commit measured and whether the tree was clean (`null` without git).
+    #[serde(flatten)]
+    pub provenance: bloomkv_bench::Provenance,
     /// The command line that produced it.
     pub command: String,
     /// Machine, commit and file system.
