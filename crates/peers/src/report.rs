@@ -47,6 +47,10 @@ pub struct Summary {
     pub os_read_syscalls_per_lookup: Option<Spread>,
     /// Bytes the OS fetched from the device per lookup (non-zero with `--cold`).
     pub os_device_bytes_per_lookup: Option<Spread>,
+    /// Reads the machine's disks completed per lookup (machine-wide count: on a
+    /// quiet machine, the phase's). Beside the counted reads it says how many of
+    /// those the device served and how many the page cache did.
+    pub os_device_reads_per_lookup: Option<Spread>,
     /// Block cache hits per lookup, where the store counts them.
     pub cache_hits_per_lookup: Option<Spread>,
     /// Filter negatives per lookup, where the store counts them.
@@ -200,6 +204,7 @@ pub fn summarize(
                 reads_per_lookup: reads,
                 os_read_syscalls_per_lookup: opt_spread(&|r| r.os_read_syscalls),
                 os_device_bytes_per_lookup: opt_spread(&|r| r.os_read_bytes),
+                os_device_reads_per_lookup: opt_spread(&|r| r.os_device_reads),
                 cache_hits_per_lookup: opt_spread(&|r| r.block_cache_hits),
                 filter_negatives_per_lookup: opt_spread(&|r| r.filter_negatives),
                 reads_avoided_pct: median_of(rows.iter().map(|r| r.reads_avoided_pct)),
@@ -327,6 +332,8 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
         "phase",
         "reads/lkp",
         "OS syscr/lkp",
+        "dev reads/lkp",
+        "dev KiB/lkp",
         "cache hits/lkp",
         "avoided%",
         "FP obs",
@@ -345,6 +352,10 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
             s.phase.name().to_string(),
             count(&s.reads_per_lookup),
             opt_count(&s.os_read_syscalls_per_lookup),
+            opt_count(&s.os_device_reads_per_lookup),
+            s.os_device_bytes_per_lookup
+                .map(|b| format!("{:.2}", b.median / 1024.0))
+                .unwrap_or_else(|| "n/a".into()),
             opt_count(&s.cache_hits_per_lookup),
             s.reads_avoided_pct
                 .map(|v| format!("{v:.2}%"))
