@@ -614,7 +614,10 @@ fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload, mode: Mode) -> Result<Out
             let bar = Bar::new();
             let mut rows = run_store(store.as_mut(), w, &bar)?;
             if mode.multi_get > 0 {
-                // The twin: the same store, keys and order, in batches.
+                // The twin: the same store, keys and order, in batches, after a
+                // reopen, so it starts with an empty block cache as the single
+                // gets did.
+                store.reopen()?;
                 let shape = store.filter_shape();
                 let label = multi_label(&unit.label, mode.multi_get);
                 for phase in [Phase::Absent, Phase::Present] {
@@ -790,6 +793,9 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     }
     if !fills.is_empty() {
         print!("{}", report::print_fills(&fills, cli.runs));
+    }
+    if w.cold && !summary.is_empty() {
+        print!("{}", report::print_cold_check(&summary));
     }
     let ratios = all_ratios(&records, &ratio_pairs(&labels, mode.multi_get));
     if !ratios.is_empty() {

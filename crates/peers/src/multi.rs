@@ -1,8 +1,9 @@
 //! Batched point lookups side by side: each store's own way of asking for many keys.
 //!
-//! With `--multi-get N` the flat shape's main rows gain twins labelled
-//! `"<row> multi-get N"`: on the same loaded store, after its single-get phases, the
-//! same absent and present keys in the same order, handed over `N` at a time —
+//! With `--multi-get N` every flat row gains a twin labelled `"<row> multi-get N"`:
+//! on the same loaded store, after its single-get phases and a reopen (so its block
+//! cache starts empty, as theirs did), the same absent and present keys in the same
+//! order, handed over `N` at a time —
 //!
 //! ```text
 //! bloomkv   Db::multi_get(batch)                  one call, one answer per key

@@ -423,6 +423,38 @@ pub fn print_versus(summary: &[Summary], records: &[RunRecord], reference: &str)
     aligned(cells, 1)
 }
 
+/// With `--cold`: for each row, whether its counted reads were device reads — the
+/// disks' reads per lookup within 10% of the counted ones — or partly the page
+/// cache's (a phase that touched pages twice). One line per row.
+pub fn print_cold_check(summary: &[Summary]) -> String {
+    let mut out = String::from(
+        "cold check (disks' reads, machine-wide, against the counted reads per lookup):\n",
+    );
+    for s in summary {
+        let counted = s.reads_per_lookup.median;
+        let line = match &s.os_device_reads_per_lookup {
+            None => "the OS does not count device reads here".to_string(),
+            Some(d) if counted == 0.0 => format!("{:.4} device reads, none counted", d.median),
+            Some(d) => {
+                let share = d.median / counted;
+                let verdict = if (share - 1.0).abs() <= 0.1 {
+                    "device reads"
+                } else if share < 1.0 {
+                    "partly served by the page cache"
+                } else {
+                    "more device reads than counted (readahead, or another reader)"
+                };
+                format!(
+                    "{:.4} device / {:.4} counted = {:.2}: {verdict}",
+                    d.median, counted, share
+                )
+            }
+        };
+        out.push_str(&format!("  {} {}: {line}\n", s.store, s.phase.name()));
+    }
+    out
+}
+
 /// The timed fills.
 pub fn print_fills(fills: &[FillSummary], runs: usize) -> String {
     let mut cells = vec![vec![
