@@ -63,6 +63,11 @@ struct Cli {
     /// are not the figures; the timed run is the one without.
     #[arg(long)]
     counted: bool,
+    /// Only these rows (labels as the settings table prints them, comma-separated),
+    /// in list order; every row when not given. For runs that must fit a time budget:
+    /// `--rows "bloomkv cache-local,bloomkv ribbon,fjall,fjall 8M,rocksdb"`.
+    #[arg(long)]
+    rows: Option<String>,
     /// Add, for every flat row, a twin that looks the same keys up in batches of
     /// this many (bloomkv `Db::multi_get`, RocksDB's batched MultiGet, fjall a loop
     /// of gets); 0 adds none.
@@ -708,7 +713,10 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
                 .into(),
         );
     }
-    let units = units(args, parts, cli.lz4_rows, mode.counted)?;
+    let mut units = units(args, parts, cli.lz4_rows, mode.counted)?;
+    if let Some(rows) = &cli.rows {
+        units = pick_rows(units, rows)?;
+    }
     println!(
         "bloomkv and peers, {} shape, {} run(s): {w}",
         args.shape, cli.runs
@@ -931,4 +939,30 @@ fn targets(ratios: &[Ratio]) -> Vec<report::Target> {
             })
         })
         .collect()
+}
+
+/// The units named in `rows` (comma-separated labels), in the list's order; an
+/// unknown or repeated label is an error.
+fn pick_rows(mut units: Vec<Unit>, rows: &str) -> Result<Vec<Unit>, BenchError> {
+    let mut picked = Vec::new();
+    for name in rows.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(i) = units.iter().position(|u| u.label == name) else {
+            let known: Vec<&str> = units.iter().map(|u| u.label.as_str()).collect();
+            let taken = picked.iter().any(|u: &Unit| u.label == name);
+            return Err(if taken {
+                format!("--rows names {name:?} twice")
+            } else {
+                format!(
+                    "--rows: no row {name:?} in this run (rows: {})",
+                    known.join(", ")
+                )
+            }
+            .into());
+        };
+        picked.push(units.remove(i));
+    }
+    if picked.is_empty() {
+        return Err("--rows names no row".into());
+    }
+    Ok(picked)
 }
