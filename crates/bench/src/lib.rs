@@ -24,6 +24,7 @@
 //! an application that embeds bloomkv does not compile it.
 
 mod chart;
+mod flags;
 mod leveled;
 mod no_sync;
 mod os_io;

@@ -152,6 +152,7 @@ impl BenchArgs {
         }
         Allocation::parse_list(&self.allocation)?;
         FilterSetting::parse_list(&self.filters)?;
+        crate::flags::shape_uses_every_flag(self)?;
         if self.keys > MAX_COUNT || self.lookups > MAX_COUNT {
             return Err(format!(
                 "--keys and --lookups can be at most {MAX_COUNT} (the key lists are held in memory)"

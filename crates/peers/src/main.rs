@@ -299,6 +299,16 @@ fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize, lz4: bool) -> 
     }
 }
 
+/// What a RocksDB row's notes say of its statistics.
+#[cfg(feature = "rocksdb")]
+fn rocksdb_statistics(counted: bool) -> &'static str {
+    if counted {
+        "statistics on (ExceptTimers): a counted run"
+    } else {
+        "statistics off"
+    }
+}
+
 #[cfg(feature = "rocksdb")]
 fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool, counted: bool) -> Unit {
     let l = label.to_string();
@@ -313,7 +323,10 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool, counted:
             },
             cache,
             bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
-            &flat_notes("flat: auto-compaction off", lz4),
+            &flat_notes(
+                &format!("flat: auto-compaction off; {}", rocksdb_statistics(counted)),
+                lz4,
+            ),
         ),
         job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
             let bpk = filter.then_some(w.bits_per_key);
@@ -436,11 +449,15 @@ fn auto_rocksdb(label: &str, leveled: bool, counted: bool) -> Unit {
             "set_bloom_filter(--bits-per-key, false), every level",
             CacheSize::Default,
             bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
-            if leveled {
-                "compaction on; write buffer 2 MiB, tables 1 MiB, L1 256 KiB (dynamic level bytes, its default)"
-            } else {
-                "defaults (compression off)"
-            },
+            &format!(
+                "{}; {}",
+                if leveled {
+                    "compaction on; write buffer 2 MiB, tables 1 MiB, L1 256 KiB (dynamic level bytes, its default)"
+                } else {
+                    "defaults (compression off)"
+                },
+                rocksdb_statistics(counted)
+            ),
         ),
         job: Job::auto(leveled, make),
     }
