@@ -295,9 +295,10 @@ impl BenchStore for FjallStore {
 
     /// The memory is fjall's own sum of its tables' filter blocks (`filter_size()`, a
     /// few header bytes each included), in every layout. The predicted rate: in the
-    /// flat layout computed per table from fjall's construction rules and the keys
-    /// written into it (the tables fjall moved below L0 get its deeper-level rule);
-    /// with compaction on, the textbook one at the tables' average bits per key.
+    /// flat layout computed per table from fjall's L0 construction rule (every table
+    /// is flushed into L0, and the one fjall moves deeper keeps its filter) and the
+    /// keys written into it; with compaction on, the textbook one at the tables'
+    /// average bits per key.
     fn filter_shape(&self) -> FilterShape {
         let Some(open) = self.open.as_ref() else {
             return FilterShape::default();
@@ -317,29 +318,25 @@ impl BenchStore for FjallStore {
         };
         let textbook = |m: u64, n: u64, k: u32| sizing::false_positive_rate(m, n, k).unwrap_or(1.0);
         if self.layout == Layout::Flat && !self.table_keys.is_empty() {
-            // fjall moves the first tables it is given below L0 (a metadata move).
-            let deeper = self
-                .table_keys
-                .len()
-                .saturating_sub(open.keyspace.l0_table_count());
-            let mut l0_probes = fjall_probes(deeper_bpk);
+            // Every table is written by a flush into L0 and its filter built by the L0
+            // rule; the table fjall then moves below L0 keeps that filter (the move
+            // changes metadata only), so every table follows the L0 rule.
             let per_table: Vec<(u64, u32, u64)> = self
                 .table_keys
                 .iter()
-                .enumerate()
-                .map(|(i, &n)| match l0_rule {
-                    Some(fp) if i >= deeper => {
+                .map(|&n| match l0_rule {
+                    Some(fp) => {
                         let (m, k) = fjall_fp_rate_filter(n, fp);
-                        l0_probes = k;
                         (m, k, n)
                     }
-                    _ => (
+                    None => (
                         fjall_filter_bits(n, deeper_bpk),
                         fjall_probes(deeper_bpk),
                         n,
                     ),
                 })
                 .collect();
+            let l0_probes = per_table.last().map_or(1, |t| t.1);
             let formula_fp = per_table
                 .iter()
                 .map(|&(m, k, n)| textbook(m, n, k))
