@@ -35,7 +35,10 @@ use std::path::PathBuf;
 use bloomkv::sizing;
 use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use rocksdb::statistics::{StatsLevel, Ticker};
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions, DB,
+    DEFAULT_COLUMN_FAMILY_NAME,
+};
 
 use crate::{page_cache, CacheSize, Layout};
 
@@ -94,7 +97,7 @@ impl RocksDbStore {
             }
         }
         let options = options(bits_per_key, cache, layout, lz4, counted);
-        let db = DB::open(&options, &dir)?;
+        let db = open(&options, &dir)?;
         Ok(RocksDbStore {
             label: label.into(),
             dir,
@@ -138,7 +141,7 @@ impl RocksDbStore {
     pub fn multi_get(&self, keys: &[[u8; bloomkv_bench::KEY_LEN]]) -> Result<u64, BenchError> {
         let db = self.db()?;
         let cf = db
-            .cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)
+            .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
             .ok_or("rocksdb has no default column family")?;
         let mut found = 0;
         for r in db.batched_multi_get_cf_opt(cf, keys, false, &self.read_options) {
@@ -165,6 +168,14 @@ impl RocksDbStore {
         levels.sort_unstable();
         levels
     }
+}
+
+/// Opens the database with its default column family named, under the same options
+/// `DB::open` would give it, so that the batched MultiGet can be handed its handle
+/// (a database opened without naming any column family has no handle to give).
+fn open(options: &Options, dir: &std::path::Path) -> Result<DB, BenchError> {
+    let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, options.clone());
+    Ok(DB::open_cf_descriptors(options, dir, [default])?)
 }
 
 fn options(
@@ -242,7 +253,7 @@ impl BenchStore for RocksDbStore {
     fn reopen(&mut self) -> Result<(), BenchError> {
         // Dropping the handle closes the database (and joins its background threads).
         self.db = None;
-        self.db = Some(DB::open(&self.options, &self.dir)?);
+        self.db = Some(open(&self.options, &self.dir)?);
         Ok(())
     }
 
