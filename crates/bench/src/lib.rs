@@ -24,11 +24,13 @@
 //! an application that embeds bloomkv does not compile it.
 
 mod chart;
+mod flags;
 mod leveled;
 mod multi_get;
 mod no_sync;
 mod os_io;
 mod prefix;
+mod provenance;
 mod range;
 mod report;
 mod run;
@@ -49,6 +51,7 @@ pub use multi_get::{multi_get_rows, run_multi_get_phase, run_store_batched, MAX_
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};
 pub use prefix::{print_prefix_table, run_prefix_phases, PrefixRow, VersionTimes, VERSION_ROUNDS};
+pub use provenance::Provenance;
 pub use range::{
     print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
     RANGE_LENGTHS,

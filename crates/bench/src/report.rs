@@ -46,6 +46,10 @@ pub struct Row {
     pub os_read_syscalls: Option<u64>,
     /// Bytes the OS fetched from the device during the phase.
     pub os_read_bytes: Option<u64>,
+    /// Reads the machine's disks completed during the phase (machine-wide,
+    /// `/proc/diskstats`; absent from files written before it was recorded).
+    #[serde(default)]
+    pub os_device_reads: Option<u64>,
     /// Threads that ran the phase at once.
     pub threads: usize,
     /// Lookups per second of wall-clock time, all threads together.
@@ -111,6 +115,7 @@ impl Row {
             filter_probes: shape.probes,
             os_read_syscalls: r.os.map(|o| o.syscalls),
             os_read_bytes: r.os.map(|o| o.device_bytes),
+            os_device_reads: r.os.and_then(|o| o.device_reads),
             threads: r.threads,
             lookups_per_sec: r.lookups as f64 / (r.nanos.max(1) as f64 / 1e9),
             block_cache_hits: c.block_cache_hits,
@@ -144,6 +149,9 @@ pub struct SweepPoint {
 /// Everything a run measured, with the machine and parameters: the `--json` file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The commit measured and whether the tree was clean (`null` without git).
+    #[serde(flatten)]
+    pub provenance: super::Provenance,
     /// What ran and where.
     pub machine: Machine,
     /// The workload's parameters.
@@ -228,6 +236,7 @@ pub fn print_table(rows: &[Row]) -> String {
         "MiB",
         "OS syscr",
         "dev KiB/lkp",
+        "dev reads/lkp",
         "threads",
         "lkp/s",
     ];
@@ -257,6 +266,9 @@ pub fn print_table(rows: &[Row]) -> String {
             opt_u(r.os_read_syscalls),
             r.os_read_bytes
                 .map(|b| format!("{:.2}", b as f64 / r.lookups.max(1) as f64 / 1024.0))
+                .unwrap_or_else(|| "-".into()),
+            r.os_device_reads
+                .map(|d| format!("{:.4}", d as f64 / r.lookups.max(1) as f64))
                 .unwrap_or_else(|| "-".into()),
             r.threads.to_string(),
             format!("{:.0}", r.lookups_per_sec),

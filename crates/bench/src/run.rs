@@ -47,8 +47,11 @@ pub struct BenchArgs {
     /// `--bits-per-key` (one store per point: takes several minutes at the defaults).
     #[arg(long)]
     pub sweep: bool,
-    /// Drop the table files from the OS page cache before each lookup and scan phase,
-    /// so counted reads are device reads.
+    /// Drop the table files from the OS page cache before each lookup and scan phase.
+    /// A phase's counted reads are then device reads only while it touches few pages
+    /// twice (r random reads over P pages repeat about r / 2P of the time): keep
+    /// `--lookups` small (2,000 at a million keys). The rows' device bytes and device
+    /// reads per lookup show how many were.
     #[arg(long)]
     pub cold: bool,
     /// Seed of the load order and of the lookup keys.
@@ -59,8 +62,10 @@ pub struct BenchArgs {
     #[arg(long, default_value = "none,standard,cache-local,ribbon")]
     pub filters: String,
     /// `flat`: `--tables` overlapping tables, compaction off (the default); `leveled`:
-    /// a tree built by the store's own compaction (levels sized from the bottom up,
-    /// ×10 apart, 64 KiB tables), measured per level under each `--allocation`.
+    /// a tree built by the store's own compaction, measured under each
+    /// `--allocation` (`bloomkv bench`: levels sized from the bottom up, ×10 apart,
+    /// 64 KiB tables, per level; bloomkv-peers: every store with 2 MiB memtables and
+    /// 1 MiB tables).
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
@@ -79,8 +84,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// MiB of bloomkv's block cache (decoded data blocks); 0 turns it off, so every
-    /// data block a lookup needs is read from its file. The default, 8, is what the
-    /// peers are given.
+    /// data block a lookup needs is read from its file. The default, 8, is bloomkv's
+    /// own (`Options::default()`). `bloomkv bench` only: bloomkv-peers gives each row
+    /// its own cache and refuses the flag.
     #[arg(long, default_value_t = 8)]
     pub cache_mib: usize,
     /// Compression of bloomkv's data blocks: none or lz4. The values are half
@@ -153,6 +159,7 @@ impl BenchArgs {
         }
         Allocation::parse_list(&self.allocation)?;
         FilterSetting::parse_list(&self.filters)?;
+        crate::flags::shape_uses_every_flag(self)?;
         if self.keys > MAX_COUNT || self.lookups > MAX_COUNT {
             return Err(format!(
                 "--keys and --lookups can be at most {MAX_COUNT} (the key lists are held in memory)"
@@ -385,7 +392,13 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             if let Some(path) = &args.json {
                 let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
                 let range_json = path.with_file_name(format!("{stem}-range.json"));
-                let both = serde_json::json!({ "rows": range_rows, "filter_times": times });
+                let provenance = crate::Provenance::here();
+                let both = serde_json::json!({
+                    "commit": provenance.commit,
+                    "clean": provenance.clean,
+                    "rows": range_rows,
+                    "filter_times": times,
+                });
                 std::fs::write(&range_json, serde_json::to_string_pretty(&both)?)?;
                 let range_svg = range_json.with_extension("svg");
                 std::fs::write(&range_svg, render_range_svg(&range_rows))?;
@@ -409,6 +422,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         write!(out, "{}", print_sweep(&bits_sweep, &probe_sweep))?;
     }
     let report = Report {
+        provenance: crate::Provenance::here(),
         machine: Machine::here(),
         workload: w,
         rows,

@@ -1,24 +1,23 @@
 //! Where a comparison ran: the commit, the CPU, memory, kernel and file system.
 //!
-//! Read at run time from what the system already says — `git rev-parse HEAD`,
+//! Read at run time from what the system already says — git (`Provenance`),
 //! `/proc/cpuinfo`, `/proc/meminfo`, `/proc/sys/kernel/osrelease` and the mount table
 //! in `/proc/self/mounts` (the file system that holds the stores' directory) — so a
 //! result file carries its own context. Anything the system does not say is
-//! `"unknown"` (or `None`), never a guess.
+//! `"unknown"` (or `null`), never a guess.
 
 use std::path::Path;
-use std::process::Command;
 
+use bloomkv_bench::Provenance;
 use serde::Serialize;
 
 /// The machine and the code a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
-    /// `git rev-parse HEAD` of the working directory, or `"unknown"`.
-    pub commit: String,
-    /// Whether `git status --porcelain` listed changes to tracked files (`None` if
-    /// git could not say).
-    pub dirty: Option<bool>,
+    /// `git rev-parse HEAD` of the working directory (`None`: git could not say).
+    pub commit: Option<String>,
+    /// Whether no tracked file differed from it (`None`: git could not say).
+    pub clean: Option<bool>,
     /// The CPU's model name, or `"unknown"`.
     pub cpu_model: String,
     /// Logical CPUs this process may run on.
@@ -40,21 +39,12 @@ impl Environment {
     /// Describes this machine, with the stores living under `store_dir`.
     pub fn here(store_dir: &Path) -> Environment {
         let read = |p: &str| std::fs::read_to_string(p).ok();
-        let git = |args: &[&str]| -> Option<String> {
-            let out = Command::new("git").args(args).output().ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-        };
-        let commit = git(&["rev-parse", "HEAD"])
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty());
+        let Provenance { commit, clean } = Provenance::here();
         let canonical =
             std::fs::canonicalize(store_dir).unwrap_or_else(|_| store_dir.to_path_buf());
         Environment {
             commit,
-            dirty,
+            clean,
             cpu_model: read("/proc/cpuinfo")
                 .and_then(|s| cpu_model(&s))
                 .unwrap_or_else(|| "unknown".into()),

@@ -30,7 +30,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bloomkv::sizing;
 use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
@@ -212,19 +211,18 @@ impl FjallStore {
             .ok_or_else(|| "fjall store is closed".into())
     }
 
-    /// Seals the memtable into a table and waits until no flush or compaction is
-    /// running or due.
-    pub fn settle(&mut self) -> Result<(), BenchError> {
+    /// Seals the memtable into a table and waits until it is written.
+    pub fn flush(&mut self) -> Result<(), BenchError> {
+        self.keyspace()?.rotate_memtable_and_wait()?;
+        Ok(())
+    }
+
+    /// Whether a flush or compaction is running or due, as fjall says.
+    pub fn busy(&self) -> Result<bool, BenchError> {
         let open = self.open.as_ref().ok_or("fjall store is closed")?;
-        open.keyspace.rotate_memtable_and_wait()?;
-        crate::wait_idle(
-            || {
-                Ok(open.db.outstanding_flushes() > 0
-                    || open.db.active_compactions() > 0
-                    || open.keyspace.sealed_memtable_count() > 0)
-            },
-            Duration::from_secs(600),
-        )
+        Ok(open.db.outstanding_flushes() > 0
+            || open.db.active_compactions() > 0
+            || open.keyspace.sealed_memtable_count() > 0)
     }
 
     /// Tables per level, deepest last, empty levels left out.
@@ -295,11 +293,12 @@ impl BenchStore for FjallStore {
         StoreCounters::default()
     }
 
-    /// In the flat layout, computed per table from fjall's construction rules and the
-    /// keys written into it (the tables fjall moved below L0 get its deeper-level
-    /// rule). With compaction on, the memory is fjall's own sum of its tables' filter
-    /// blocks (a few header bytes each included) and the predicted rate the textbook
-    /// one at their average bits per key.
+    /// The memory is fjall's own sum of its tables' filter blocks (`filter_size()`, a
+    /// few header bytes each included), in every layout. The predicted rate: in the
+    /// flat layout computed per table from fjall's L0 construction rule (every table
+    /// is flushed into L0, and the one fjall moves deeper keeps its filter) and the
+    /// keys written into it; with compaction on, the textbook one at the tables'
+    /// average bits per key.
     fn filter_shape(&self) -> FilterShape {
         let Some(open) = self.open.as_ref() else {
             return FilterShape::default();
@@ -319,36 +318,34 @@ impl BenchStore for FjallStore {
         };
         let textbook = |m: u64, n: u64, k: u32| sizing::false_positive_rate(m, n, k).unwrap_or(1.0);
         if self.layout == Layout::Flat && !self.table_keys.is_empty() {
-            // fjall moves the first tables it is given below L0 (a metadata move).
-            let deeper = self
-                .table_keys
-                .len()
-                .saturating_sub(open.keyspace.l0_table_count());
-            let mut l0_probes = fjall_probes(deeper_bpk);
+            // Every table is written by a flush into L0 and its filter built by the L0
+            // rule; the table fjall then moves below L0 keeps that filter (the move
+            // changes metadata only), so every table follows the L0 rule.
             let per_table: Vec<(u64, u32, u64)> = self
                 .table_keys
                 .iter()
-                .enumerate()
-                .map(|(i, &n)| match l0_rule {
-                    Some(fp) if i >= deeper => {
+                .map(|&n| match l0_rule {
+                    Some(fp) => {
                         let (m, k) = fjall_fp_rate_filter(n, fp);
-                        l0_probes = k;
                         (m, k, n)
                     }
-                    _ => (
+                    None => (
                         fjall_filter_bits(n, deeper_bpk),
                         fjall_probes(deeper_bpk),
                         n,
                     ),
                 })
                 .collect();
+            let l0_probes = per_table.last().map_or(1, |t| t.1);
             let formula_fp = per_table
                 .iter()
                 .map(|&(m, k, n)| textbook(m, n, k))
                 .sum::<f64>()
                 / per_table.len() as f64;
             return FilterShape {
-                bits: per_table.iter().map(|t| t.0).sum(),
+                // The memory is fjall's own count (its filter blocks as built, a few
+                // header bytes each included); the rules above give the rate.
+                bits,
                 keys,
                 formula_fp,
                 probes: l0_probes,

@@ -16,6 +16,11 @@ impl<S: BenchStore> Labeled<S> {
             inner,
         }
     }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
 }
 
 impl<S: BenchStore> BenchStore for Labeled<S> {

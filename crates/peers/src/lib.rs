@@ -24,8 +24,10 @@ pub mod environment;
 pub mod fill;
 pub mod fjall_store;
 mod labeled;
+pub mod multi;
 mod page_cache;
 pub mod plan;
+pub mod ratios;
 pub mod report;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_store;
@@ -92,25 +94,72 @@ pub const SMALL_TABLE: u64 = 1 << 20;
 /// own as table size × L0 trigger).
 pub const SMALL_LEVEL1: u64 = 256 << 10;
 
-/// Polls `busy` until it has said `false` several times in a row (a compaction can
-/// be scheduled just after a flush finishes), at most `limit`; an error if the store
-/// never goes idle.
+/// How often a settling store is asked whether it is idle.
+pub const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// When a store said it was idle, as [`wait_idle`] saw it.
+#[derive(Debug, Clone, Copy)]
+pub struct Idle {
+    /// The moment the store first said "idle" in the streak that ended the wait.
+    pub at: std::time::Instant,
+    /// Times the store was asked.
+    pub polls: u32,
+    /// Which of those answers (from 1) was that first "idle".
+    pub idle_poll: u32,
+}
+
+/// Asks `busy` every [`SETTLE_POLL`] until it says `false` twice in a row, at most
+/// `limit`; an error if the store never goes idle. The settle ends at the *first* of
+/// the two idle answers (the second only confirms that no flush or compaction was
+/// scheduled in between), so a store that is idle at once costs one answer, whatever
+/// the poll interval: no fixed floor. Every store of the comparison settles through
+/// here, on this clock.
 pub fn wait_idle(
     mut busy: impl FnMut() -> Result<bool, bloomkv_bench::BenchError>,
     limit: std::time::Duration,
-) -> Result<(), bloomkv_bench::BenchError> {
+) -> Result<Idle, bloomkv_bench::BenchError> {
     let started = std::time::Instant::now();
-    let mut quiet = 0;
-    while quiet < 5 {
-        if busy()? {
-            quiet = 0;
+    let mut polls = 0u32;
+    let mut first_idle: Option<(std::time::Instant, u32)> = None;
+    loop {
+        let answer = busy()?;
+        let now = std::time::Instant::now();
+        polls += 1;
+        if answer {
+            first_idle = None;
+        } else if let Some((at, idle_poll)) = first_idle {
+            return Ok(Idle {
+                at,
+                polls,
+                idle_poll,
+            });
         } else {
-            quiet += 1;
+            first_idle = Some((now, polls));
         }
         if started.elapsed() > limit {
             return Err(format!("compaction still busy after {limit:?}").into());
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(SETTLE_POLL);
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_ends_at_the_first_idle_answer_of_the_final_streak() {
+        let mut answers = [true, false, true, true, false, false, true].into_iter();
+        let idle = wait_idle(
+            || Ok(answers.next().unwrap_or(true)),
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!((idle.polls, idle.idle_poll), (6, 5));
+        // Idle at once: two answers, the first one ends the settle.
+        let idle = wait_idle(|| Ok(false), std::time::Duration::from_secs(60)).unwrap();
+        assert_eq!((idle.polls, idle.idle_poll), (2, 1));
+        // A store that never goes idle is an error, not a hang.
+        assert!(wait_idle(|| Ok(true), std::time::Duration::from_millis(5)).is_err());
+    }
 }

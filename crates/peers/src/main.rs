@@ -1,15 +1,18 @@
 //! `bloomkv-peers`: the disk-I/O savings workload on bloomkv and its peers, in one run.
 //!
 //! ```text
-//! cargo run --release -p bloomkv-peers [-- --runs 5 --cold --json PATH]
+//! cargo run --release -p bloomkv-peers [-- --runs 15 --json PATH]
 //! cargo run --release -p bloomkv-peers -- --shape leveled    # the leveled shape
 //! cargo run --release -p bloomkv-peers --features rocksdb     # adds RocksDB rows
 //! cargo run --release -p bloomkv-peers -- --fill-only          # the timed fill alone
 //! cargo run --release -p bloomkv-peers -- --no-fill --lz4-rows  # adds LZ4 twins
+//! cargo run --release -p bloomkv-peers -- --no-fill --multi-get 32  # adds batched twins
+//! cargo run --release -p bloomkv-peers --features fjall-metrics -- --counted  # the counts
 //! ```
 //!
 //! Every store (row) is loaded, queried and removed once per run; the runs go round
-//! all stores in an order that rotates by one place per run.
+//! all stores in an order that rotates by one place per run. The figures are the
+//! ratios between rows taken run by run (`ratios`), with their 95% intervals.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,19 +20,22 @@ use std::time::Instant;
 
 use bloomkv::kv::{FilterAllocation, FilterKind, Options};
 use bloomkv_bench::{
-    compare_to_baseline, render_savings_svg, run_stores, Allocation, AllocationRun, BenchArgs,
-    BenchError, BenchStore, BloomkvStore, FilterSetting, Row, WorkDir, Workload,
+    compare_to_baseline, render_savings_svg, run_store, Allocation, AllocationRun, Bar, BenchArgs,
+    BenchError, BloomkvStore, FilterSetting, Phase, Row, WorkDir, Workload,
 };
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::environment::Environment;
 use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};
+use bloomkv_peers::multi::{multi_label, run_multi_phase, MultiGet};
 use bloomkv_peers::plan::run_order;
+use bloomkv_peers::ratios::{all_ratios, print_ratios, Ratio, Verdict};
 use bloomkv_peers::report::{self, PeersReport, RunRecord, Setting};
 use bloomkv_peers::{
     check_lookups, fjall_store, open_auto, CacheSize, FjallFilter, FjallStore, Labeled, Layout,
     CACHE_ALL, FJALL_DEFAULT_CACHE,
 };
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 
 /// The rows' baseline for "reads avoided": bloomkv without filters.
 const BASELINE: &str = "bloomkv no filter";
@@ -48,9 +54,25 @@ struct Cli {
     #[command(flatten)]
     bench: BenchArgs,
     /// Runs: each goes round every store once, starting one store later than the
-    /// run before; rows report the median and range of their runs.
-    #[arg(long, default_value_t = 5)]
+    /// run before; rows report the median and range of their runs, ratios the median
+    /// of the per-run ratios with a 95% interval (6 runs at least for one).
+    #[arg(long, default_value_t = 15)]
     runs: usize,
+    /// A counted run: RocksDB with its statistics on (needs fjall's counters too:
+    /// build with `--features fjall-metrics`). Its times carry the counters' cost and
+    /// are not the figures; the timed run is the one without.
+    #[arg(long)]
+    counted: bool,
+    /// Only these rows (labels as the settings table prints them, comma-separated),
+    /// in list order; every row when not given. For runs that must fit a time budget:
+    /// `--rows "bloomkv cache-local,bloomkv ribbon,fjall,fjall 8M,rocksdb"`.
+    #[arg(long)]
+    rows: Option<String>,
+    /// Add, for every flat row, a twin that looks the same keys up in batches of
+    /// this many (bloomkv `Db::multi_get`, RocksDB's batched MultiGet, fjall a loop
+    /// of gets); 0 adds none.
+    #[arg(long, default_value_t = 0)]
+    multi_get: usize,
     /// Leave out the timed fill (flat shape only).
     #[arg(long, conflicts_with = "fill_only")]
     no_fill: bool,
@@ -64,8 +86,11 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match run(&cli) {
+    let matches = Cli::command().get_matches();
+    let parsed = Cli::from_arg_matches(&matches)
+        .map_err(BenchError::from)
+        .and_then(|cli| ignored_flags(&cli, &matches).map(|()| cli));
+    match parsed.and_then(|cli| run(&cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bloomkv-peers: {e}");
@@ -81,10 +106,78 @@ enum Output {
     Leveled(FillResult, Vec<Row>),
 }
 
+/// A flag `bloomkv-peers` or the chosen shape does not use, given on the command
+/// line: an error, not silence.
+fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
+    let given = |id: &str| m.value_source(id) == Some(ValueSource::CommandLine);
+    let refuse = |ids: &[&str], why: &str| -> Result<(), BenchError> {
+        match ids.iter().find(|id| given(id)) {
+            Some(id) => Err(format!("--{} {why}", id.replace('_', "-")).into()),
+            None => Ok(()),
+        }
+    };
+    refuse(
+        &[
+            "prefix_scans",
+            "range_scans",
+            "range_bits_per_key",
+            "range_max_len",
+            "sweep",
+        ],
+        "is bloomkv bench's alone: bloomkv-peers runs point lookups and fills",
+    )?;
+    refuse(
+        &["cache_mib"],
+        "is bloomkv bench's: bloomkv-peers gives every row its own cache (each store's \
+         default, and rows at 8, 32 and 512 MiB)",
+    )?;
+    if cli.bench.shape == "leveled" {
+        refuse(
+            &[
+                "lz4_rows",
+                "compression",
+                "filters",
+                "tables",
+                "block_align",
+                "multi_get",
+            ],
+            "is the flat shape's: the leveled shape builds its own tables",
+        )?;
+    } else {
+        refuse(&["allocation"], "is the leveled shape's")?;
+    }
+    if cli.fill_only {
+        refuse(
+            &[
+                "filters",
+                "lookups",
+                "threads",
+                "block_align",
+                "multi_get",
+                "cold",
+            ],
+            "is about lookups: --fill-only runs none",
+        )?;
+    }
+    if cli.multi_get == 1 {
+        return Err("--multi-get 1 is the single-get rows; give 2 or more (0: none)".into());
+    }
+    Ok(())
+}
+
 /// Opens a flat-shape store.
-type FlatMaker = Box<dyn Fn(PathBuf, &Workload) -> Result<Box<dyn BenchStore>, BenchError>>;
+type FlatMaker = Box<dyn Fn(PathBuf, &Workload) -> Result<Box<dyn MultiGet>, BenchError>>;
 /// Opens a store with compaction on.
 type AutoMaker = Box<dyn Fn(PathBuf, &Workload, Layout) -> Result<AutoStore, BenchError>>;
+
+/// How the runs time and count.
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    /// RocksDB's statistics on (`--counted`).
+    counted: bool,
+    /// Batch size of the multi-get twins (0: none).
+    multi_get: usize,
+}
 
 /// One store of the comparison: a row label, how it is set up, and what is run on it.
 struct Unit {
@@ -160,7 +253,7 @@ fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize, lz4: bool)
                 if lz4 { "lz4" } else { "none" },
                 w.block_align,
             )?;
-            Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn BenchStore>)
+            Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn MultiGet>)
         })),
     }
 }
@@ -201,13 +294,23 @@ fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize, lz4: bool) -> 
                 cache,
                 Layout::Flat,
                 lz4,
-            )?) as Box<dyn BenchStore>)
+            )?) as Box<dyn MultiGet>)
         })),
     }
 }
 
+/// What a RocksDB row's notes say of its statistics.
 #[cfg(feature = "rocksdb")]
-fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool) -> Unit {
+fn rocksdb_statistics(counted: bool) -> &'static str {
+    if counted {
+        "statistics on (ExceptTimers): a counted run"
+    } else {
+        "statistics off"
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool, counted: bool) -> Unit {
     let l = label.to_string();
     Unit {
         label: label.into(),
@@ -220,7 +323,10 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool) -> Unit 
             },
             cache,
             bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
-            &flat_notes("flat: auto-compaction off", lz4),
+            &flat_notes(
+                &format!("flat: auto-compaction off; {}", rocksdb_statistics(counted)),
+                lz4,
+            ),
         ),
         job: Job::Flat(Box::new(move |dir: PathBuf, w: &Workload| {
             let bpk = filter.then_some(w.bits_per_key);
@@ -231,7 +337,8 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool) -> Unit 
                 cache,
                 Layout::Flat,
                 lz4,
-            )?) as Box<dyn BenchStore>)
+                counted,
+            )?) as Box<dyn MultiGet>)
         })),
     }
 }
@@ -321,7 +428,7 @@ fn auto_fjall(label: &str, filter: FjallFilter, leveled: bool) -> Unit {
 }
 
 #[cfg(feature = "rocksdb")]
-fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
+fn auto_rocksdb(label: &str, leveled: bool, counted: bool) -> Unit {
     let l = label.to_string();
     let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
         Ok(AutoStore::RocksDb(Box::new(
@@ -331,6 +438,7 @@ fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
                 Some(w.bits_per_key),
                 CacheSize::Default,
                 layout,
+                counted,
             )?,
         )))
     });
@@ -341,11 +449,15 @@ fn auto_rocksdb(label: &str, leveled: bool) -> Unit {
             "set_bloom_filter(--bits-per-key, false), every level",
             CacheSize::Default,
             bloomkv_peers::ROCKSDB_DEFAULT_CACHE,
-            if leveled {
-                "compaction on; write buffer 2 MiB, tables 1 MiB, L1 256 KiB (dynamic level bytes, its default)"
-            } else {
-                "defaults (compression off)"
-            },
+            &format!(
+                "{}; {}",
+                if leveled {
+                    "compaction on; write buffer 2 MiB, tables 1 MiB, L1 256 KiB (dynamic level bytes, its default)"
+                } else {
+                    "defaults (compression off)"
+                },
+                rocksdb_statistics(counted)
+            ),
         ),
         job: Job::auto(leveled, make),
     }
@@ -363,7 +475,12 @@ enum Parts {
 }
 
 /// The stores of one run, in list order.
-fn units(args: &BenchArgs, parts: Parts, lz4_rows: bool) -> Result<Vec<Unit>, BenchError> {
+fn units(
+    args: &BenchArgs,
+    parts: Parts,
+    lz4_rows: bool,
+    counted: bool,
+) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
     if args.shape == "leveled" {
         for a in Allocation::parse_list(&args.allocation)? {
@@ -372,11 +489,11 @@ fn units(args: &BenchArgs, parts: Parts, lz4_rows: bool) -> Result<Vec<Unit>, Be
         list.push(auto_fjall("fjall own filters", FjallFilter::Default, true));
         list.push(auto_fjall("fjall", FjallFilter::BitsPerKey(0.0), true));
         #[cfg(feature = "rocksdb")]
-        list.push(auto_rocksdb("rocksdb", true));
+        list.push(auto_rocksdb("rocksdb", true, counted));
         return Ok(list);
     }
     if parts != Parts::Fill {
-        flat_units(args, lz4_rows, &mut list)?;
+        flat_units(args, lz4_rows, counted, &mut list)?;
     }
     if parts != Parts::Gets {
         let uniform = AllocationRun {
@@ -387,7 +504,7 @@ fn units(args: &BenchArgs, parts: Parts, lz4_rows: bool) -> Result<Vec<Unit>, Be
         list.push(auto_bloomkv("bloomkv fill", uniform, false));
         list.push(auto_fjall("fjall fill", FjallFilter::Default, false));
         #[cfg(feature = "rocksdb")]
-        list.push(auto_rocksdb("rocksdb fill", false));
+        list.push(auto_rocksdb("rocksdb fill", false, counted));
     }
     Ok(list)
 }
@@ -395,7 +512,14 @@ fn units(args: &BenchArgs, parts: Parts, lz4_rows: bool) -> Result<Vec<Unit>, Be
 /// The flat shape's get units: bloomkv's filters and caches, fjall's, RocksDB's. Every
 /// row's data blocks are compressed as `--compression` says; `lz4_rows` adds LZ4
 /// twins of the three main rows.
-fn flat_units(args: &BenchArgs, lz4_rows: bool, list: &mut Vec<Unit>) -> Result<(), BenchError> {
+fn flat_units(
+    args: &BenchArgs,
+    lz4_rows: bool,
+    counted: bool,
+    list: &mut Vec<Unit>,
+) -> Result<(), BenchError> {
+    #[cfg(not(feature = "rocksdb"))]
+    let _ = counted;
     let lz4 = args.compression == "lz4";
     let label = |f: FilterSetting| match f {
         FilterSetting::None => BASELINE.to_string(),
@@ -474,29 +598,58 @@ fn flat_units(args: &BenchArgs, lz4_rows: bool, list: &mut Vec<Unit>) -> Result<
             false,
             CacheSize::Default,
             lz4,
+            counted,
         ));
-        list.push(flat_rocksdb("rocksdb", true, CacheSize::Default, lz4));
+        list.push(flat_rocksdb(
+            "rocksdb",
+            true,
+            CacheSize::Default,
+            lz4,
+            counted,
+        ));
         list.push(flat_rocksdb(
             "rocksdb 512M",
             true,
             CacheSize::Bytes(CACHE_ALL),
             lz4,
+            counted,
         ));
         if lz4_rows {
-            list.push(flat_rocksdb("rocksdb lz4", true, CacheSize::Default, true));
+            list.push(flat_rocksdb(
+                "rocksdb lz4",
+                true,
+                CacheSize::Default,
+                true,
+                counted,
+            ));
         }
     }
     Ok(())
 }
 
 /// Runs one unit in a fresh directory, removed afterwards.
-fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload) -> Result<Output, BenchError> {
+fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload, mode: Mode) -> Result<Output, BenchError> {
     let dir = work.store_dir(&unit.label.replace(' ', "-"))?;
     let out = match &unit.job {
         Job::Flat(make) => {
-            let mut store = [make(dir.clone(), w)?];
-            let rows = run_stores(&mut store, w, BASELINE)?;
-            let found = store[0].tables();
+            let mut store = make(dir.clone(), w)?;
+            let bar = Bar::new();
+            let mut rows = run_store(store.as_mut(), w, &bar)?;
+            if mode.multi_get > 0 {
+                // The twin: the same store, keys and order, in batches, after a
+                // reopen, so it starts with an empty block cache as the single
+                // gets did.
+                store.reopen()?;
+                let shape = store.filter_shape();
+                let label = multi_label(&unit.label, mode.multi_get);
+                for phase in [Phase::Absent, Phase::Present] {
+                    let result = run_multi_phase(store.as_ref(), w, phase, mode.multi_get, &bar)?;
+                    let mut row = Row::new(&label, phase, &result, &shape, w.keys);
+                    row.table_bytes = store.disk_bytes();
+                    rows.push(row);
+                }
+            }
+            let found = store.tables();
             if found != w.tables as usize {
                 return Err(format!(
                     "{} has {found} tables after reopen, expected {}: compaction was not held off",
@@ -524,21 +677,18 @@ fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload) -> Result<Output, BenchEr
 fn run(cli: &Cli) -> Result<(), BenchError> {
     let args = &cli.bench;
     args.validate()?;
-    if args.sweep {
-        return Err(
-            "--sweep is bloomkv's alone: run `cargo run --release -- bench --sweep`".into(),
-        );
-    }
     if cli.runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    if args.cache_mib << 20 != bloomkv_default_cache() {
-        return Err(
-            "--cache-mib is bloomkv bench's: bloomkv-peers gives every row its own \
-                    cache (each store's default, 32 MiB and 512 MiB rows)"
-                .into(),
-        );
+    let fjall_metrics = cfg!(feature = "fjall-metrics");
+    if cli.counted && !fjall_metrics {
+        return Err("--counted needs fjall's counters: build with --features fjall-metrics".into());
     }
+    // fjall's counters are compiled in or not: a build with them is a counted run.
+    let mode = Mode {
+        counted: cli.counted || fjall_metrics,
+        multi_get: cli.multi_get,
+    };
     if args.shape == "flat" && args.tables > fjall_store::MAX_TABLES {
         return Err(format!(
             "--tables {} is more than fjall takes with compaction held off ({}): it stalls \
@@ -580,19 +730,21 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
                 .into(),
         );
     }
-    let units = units(args, parts, cli.lz4_rows)?;
-    let fjall_metrics = cfg!(feature = "fjall-metrics");
+    let mut units = units(args, parts, cli.lz4_rows, mode.counted)?;
+    if let Some(rows) = &cli.rows {
+        units = pick_rows(units, rows)?;
+    }
     println!(
         "bloomkv and peers, {} shape, {} run(s): {w}",
         args.shape, cli.runs
     );
     println!(
         "commit {}{}, {} ({} cores), {} GiB, kernel {}, {}",
-        environment.commit,
-        if environment.dirty == Some(true) {
-            " (with uncommitted changes)"
-        } else {
-            ""
+        environment.commit.as_deref().unwrap_or("unknown"),
+        match environment.clean {
+            Some(false) => " (with uncommitted changes)",
+            Some(true) => "",
+            None => " (tree state unknown)",
         },
         environment.cpu_model,
         environment.cores,
@@ -600,9 +752,10 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         environment.kernel,
         environment.file_system
     );
-    if fjall_metrics {
+    if mode.counted {
         println!(
-            "fjall is built with its `metrics` feature: a counted run, its times include the counters"
+            "a counted run (fjall's `metrics` feature, RocksDB's statistics): its times \
+             include the counters' cost and are not the figures"
         );
     }
     let settings: Vec<Setting> = units.iter().map(|u| u.setting.clone()).collect();
@@ -619,7 +772,7 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
             fills: Vec::new(),
         };
         for &i in &order {
-            match run_unit(&units[i], &work, &w)? {
+            match run_unit(&units[i], &work, &w, mode)? {
                 Output::Rows(rows) => record.rows.extend(rows),
                 Output::Fill(f) => record.fills.push(f),
                 Output::Leveled(f, rows) => {
@@ -641,7 +794,14 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         records.push(record);
     }
 
-    let labels: Vec<String> = units.iter().map(|u| u.label.clone()).collect();
+    let labels: Vec<String> = units
+        .iter()
+        .flat_map(|u| {
+            let twin = (mode.multi_get > 0 && matches!(u.job, Job::Flat(_)))
+                .then(|| multi_label(&u.label, mode.multi_get));
+            std::iter::once(u.label.clone()).chain(twin)
+        })
+        .collect();
     let level_of = |label: &str| {
         levels
             .iter()
@@ -654,10 +814,32 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         print!("{}", report::print_summary(&summary, cli.runs));
     }
     if summary.iter().any(|s| s.store == REFERENCE) {
-        print!("{}", report::print_versus(&summary, REFERENCE));
+        print!("{}", report::print_versus(&summary, &records, REFERENCE));
     }
     if !fills.is_empty() {
         print!("{}", report::print_fills(&fills, cli.runs));
+    }
+    if w.cold && !summary.is_empty() {
+        print!("{}", report::print_cold_check(&summary));
+    }
+    let ratios = all_ratios(&records, &ratio_pairs(&labels, mode.multi_get));
+    if !ratios.is_empty() {
+        print!("{}", print_ratios(&ratios));
+    }
+    let targets = targets(&ratios);
+    for t in &targets {
+        println!(
+            "target: {} {} ≤ {:.2}x {}: {} (median {:.2}x, 95% interval {:.2}–{:.2}x, {} runs)",
+            t.ratio.row,
+            t.ratio.phase,
+            t.at_most,
+            t.ratio.versus,
+            t.verdict.name(),
+            t.ratio.median,
+            t.ratio.ci95[0],
+            t.ratio.ci95[1],
+            t.ratio.runs
+        );
     }
 
     if let Some(path) = &args.json {
@@ -666,6 +848,10 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
         }
         let rows = report::median_rows(&records, &summary);
         let report = PeersReport {
+            provenance: bloomkv_bench::Provenance {
+                commit: environment.commit.clone(),
+                clean: environment.clean,
+            },
             // The program by its name, not the path it was started from.
             command: std::iter::once("bloomkv-peers".to_string())
                 .chain(std::env::args().skip(1))
@@ -676,10 +862,14 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
             shape: args.shape.clone(),
             runs: cli.runs,
             fjall_metrics,
+            counted: mode.counted,
             settings,
             summary,
             fill: fills,
             rows,
+            ratios,
+            ratio_interval: report::RATIO_INTERVAL,
+            targets,
             run_records: records,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
@@ -694,4 +884,102 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     }
     println!("done in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+/// The pairs of rows whose per-run time ratios a comparison reports: every row
+/// against the reference (`fjall`), bloomkv's rows against RocksDB's, the pairs with
+/// equal caches (8, 32, 512 MiB), the fills, and each multi-get twin against its own
+/// single gets and against the other stores' twins. Pairs a run lacks are skipped.
+fn ratio_pairs(labels: &[String], multi_get: usize) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut add = |a: &str, b: &str| {
+        let pair = (a.to_string(), b.to_string());
+        if a != b && !pairs.contains(&pair) {
+            pairs.push(pair);
+        }
+    };
+    let singles: Vec<&String> = labels
+        .iter()
+        .filter(|l| !l.contains(" multi-get "))
+        .collect();
+    for l in &singles {
+        if !l.ends_with(" fill") {
+            add(l, REFERENCE);
+            if l.starts_with("bloomkv") {
+                add(l, "rocksdb");
+            }
+        }
+    }
+    // Equal caches: the target's 8 MiB pair, 32 MiB, and everything cached.
+    let equal = [
+        ("bloomkv cache-local", "fjall 8M"),
+        ("bloomkv cache-local 32M", "fjall"),
+        ("bloomkv cache-local 32M", "rocksdb"),
+        ("bloomkv cache-local 512M", "fjall 512M"),
+        ("bloomkv cache-local 512M", "rocksdb 512M"),
+        ("bloomkv cache-local lz4", "fjall lz4"),
+        ("bloomkv cache-local lz4", "rocksdb lz4"),
+        ("bloomkv fill", "fjall fill"),
+        ("bloomkv fill", "rocksdb fill"),
+    ];
+    for (a, b) in equal {
+        add(a, b);
+    }
+    if multi_get > 0 {
+        for l in &singles {
+            add(&multi_label(l, multi_get), l);
+        }
+        for (a, b) in equal.iter().take(5) {
+            add(&multi_label(a, multi_get), &multi_label(b, multi_get));
+        }
+    }
+    let present: Vec<&String> = labels.iter().collect();
+    pairs.retain(|(a, b)| present.contains(&a) && present.contains(&b));
+    pairs
+}
+
+/// The targets the comparison is judged on, each on its interval.
+fn targets(ratios: &[Ratio]) -> Vec<report::Target> {
+    // bloomkv's present get at most half fjall's, with equal 8 MiB caches.
+    let wanted = [("bloomkv cache-local", "fjall 8M", "present", 0.5)];
+    wanted
+        .iter()
+        .filter_map(|&(row, versus, phase, at_most)| {
+            let ratio = ratios
+                .iter()
+                .find(|r| r.row == row && r.versus == versus && r.phase == phase)?;
+            let verdict: Verdict = ratio.at_most(at_most);
+            Some(report::Target {
+                ratio: ratio.clone(),
+                at_most,
+                verdict,
+            })
+        })
+        .collect()
+}
+
+/// The units named in `rows` (comma-separated labels), in the list's order; an
+/// unknown or repeated label is an error.
+fn pick_rows(mut units: Vec<Unit>, rows: &str) -> Result<Vec<Unit>, BenchError> {
+    let mut picked = Vec::new();
+    for name in rows.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(i) = units.iter().position(|u| u.label == name) else {
+            let known: Vec<&str> = units.iter().map(|u| u.label.as_str()).collect();
+            let taken = picked.iter().any(|u: &Unit| u.label == name);
+            return Err(if taken {
+                format!("--rows names {name:?} twice")
+            } else {
+                format!(
+                    "--rows: no row {name:?} in this run (rows: {})",
+                    known.join(", ")
+                )
+            }
+            .into());
+        };
+        picked.push(units.remove(i));
+    }
+    if picked.is_empty() {
+        return Err("--rows names no row".into());
+    }
+    Ok(picked)
 }

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::environment::Environment;
 use crate::fill::{levels_text, FillResult};
 use crate::plan::Spread;
+use crate::ratios::Ratio;
 
 /// How one row's store was set up.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +47,10 @@ pub struct Summary {
     pub os_read_syscalls_per_lookup: Option<Spread>,
     /// Bytes the OS fetched from the device per lookup (non-zero with `--cold`).
     pub os_device_bytes_per_lookup: Option<Spread>,
+    /// Reads the machine's disks completed per lookup (machine-wide count: on a
+    /// quiet machine, the phase's). Beside the counted reads it says how many of
+    /// those the device served and how many the page cache did.
+    pub os_device_reads_per_lookup: Option<Spread>,
     /// Block cache hits per lookup, where the store counts them.
     pub cache_hits_per_lookup: Option<Spread>,
     /// Filter negatives per lookup, where the store counts them.
@@ -98,6 +103,9 @@ pub struct RunRecord {
 /// The `--json` file.
 #[derive(Debug, Clone, Serialize)]
 pub struct PeersReport {
+    /// The commit measured and whether the tree was clean (`null` without git).
+    #[serde(flatten)]
+    pub provenance: bloomkv_bench::Provenance,
     /// The command line that produced it.
     pub command: String,
     /// Machine, commit and file system.
@@ -108,9 +116,11 @@ pub struct PeersReport {
     pub shape: String,
     /// Runs (rounds over all stores).
     pub runs: usize,
-    /// Whether fjall was built with its `metrics` feature (a counted run: its times
-    /// carry the counters' cost).
+    /// Whether fjall was built with its `metrics` feature.
     pub fjall_metrics: bool,
+    /// A counted run (fjall's metrics, RocksDB's statistics on): its times carry the
+    /// counters' cost and are not the figures.
+    pub counted: bool,
     /// Each row's setup.
     pub settings: Vec<Setting>,
     /// Per row and phase: medians and spreads over the runs.
@@ -121,9 +131,32 @@ pub struct PeersReport {
     /// these): the median time and median read count, the other counts the first
     /// run's (`summary` holds their medians).
     pub rows: Vec<Row>,
+    /// Every pair of rows compared: the median of the per-run time ratios with its
+    /// 95% interval ([`crate::ratios`]).
+    pub ratios: Vec<Ratio>,
+    /// How `ratios`' intervals are made.
+    pub ratio_interval: &'static str,
+    /// The targets, judged on the intervals.
+    pub targets: Vec<Target>,
     /// Every run as it happened.
     pub run_records: Vec<RunRecord>,
 }
+
+/// A target ("at most this many times that row") and how its interval reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// The ratio it is judged on.
+    pub ratio: Ratio,
+    /// The limit.
+    pub at_most: f64,
+    /// Met when the whole 95% interval is within the limit.
+    pub verdict: crate::ratios::Verdict,
+}
+
+/// What [`PeersReport::ratio_interval`] says.
+pub const RATIO_INTERVAL: &str = "median of per-run ratios; 95% interval from order statistics \
+     [x(k), x(n+1-k)], k the largest with 1 - 2 P(Binomial(n, 1/2) <= k-1) >= 0.95 (below 6 runs \
+     the full range, its coverage in `coverage`)";
 
 fn spread_of(values: impl Iterator<Item = f64>) -> Option<Spread> {
     Spread::of(&values.collect::<Vec<_>>())
@@ -171,6 +204,7 @@ pub fn summarize(
                 reads_per_lookup: reads,
                 os_read_syscalls_per_lookup: opt_spread(&|r| r.os_read_syscalls),
                 os_device_bytes_per_lookup: opt_spread(&|r| r.os_read_bytes),
+                os_device_reads_per_lookup: opt_spread(&|r| r.os_device_reads),
                 cache_hits_per_lookup: opt_spread(&|r| r.block_cache_hits),
                 filter_negatives_per_lookup: opt_spread(&|r| r.filter_negatives),
                 reads_avoided_pct: median_of(rows.iter().map(|r| r.reads_avoided_pct)),
@@ -257,7 +291,9 @@ fn opt_count(s: &Option<Spread>) -> String {
     s.as_ref().map(count).unwrap_or_else(|| "n/a".into())
 }
 
-fn aligned(cells: Vec<Vec<String>>, left: usize) -> String {
+/// Cells as aligned columns, the first `left` of them left-aligned, a rule under the
+/// header.
+pub(crate) fn aligned(cells: Vec<Vec<String>>, left: usize) -> String {
     let cols = cells.first().map(|r| r.len()).unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
@@ -296,6 +332,8 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
         "phase",
         "reads/lkp",
         "OS syscr/lkp",
+        "dev reads/lkp",
+        "dev KiB/lkp",
         "cache hits/lkp",
         "avoided%",
         "FP obs",
@@ -314,6 +352,10 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
             s.phase.name().to_string(),
             count(&s.reads_per_lookup),
             opt_count(&s.os_read_syscalls_per_lookup),
+            opt_count(&s.os_device_reads_per_lookup),
+            s.os_device_bytes_per_lookup
+                .map(|b| format!("{:.2}", b.median / 1024.0))
+                .unwrap_or_else(|| "n/a".into()),
             opt_count(&s.cache_hits_per_lookup),
             s.reads_avoided_pct
                 .map(|v| format!("{v:.2}%"))
@@ -341,15 +383,17 @@ pub fn print_summary(summary: &[Summary], runs: usize) -> String {
     out
 }
 
-/// Each store's median time per lookup against `reference`'s, phase by phase.
-pub fn print_versus(summary: &[Summary], reference: &str) -> String {
+/// Each store's time per lookup, and its time against `reference`'s as the median
+/// of the per-run ratios with their 95% interval (see [`crate::ratios`]), phase by
+/// phase.
+pub fn print_versus(summary: &[Summary], records: &[RunRecord], reference: &str) -> String {
     let find = |store: &str, phase: Phase| {
         summary
             .iter()
             .find(|s| s.store == store && s.phase == phase)
     };
     let mut cells = vec![vec![
-        "per lookup (medians)".to_string(),
+        "per lookup (median µs; ratio: median of runs, 95% interval)".to_string(),
         "absent µs".into(),
         format!("vs {reference}"),
         "present µs".into(),
@@ -364,21 +408,51 @@ pub fn print_versus(summary: &[Summary], reference: &str) -> String {
         let mut line = vec![s.store.clone()];
         for phase in [Phase::Absent, Phase::Present] {
             let me = find(&s.store, phase);
-            let base = find(reference, phase);
             line.push(
                 me.map(|m| format!("{:.2}", m.ns_per_lookup.median / 1000.0))
                     .unwrap_or_else(|| "-".into()),
             );
-            line.push(match (me, base) {
-                (Some(m), Some(b)) if b.ns_per_lookup.median > 0.0 => {
-                    format!("{:.2}x", m.ns_per_lookup.median / b.ns_per_lookup.median)
-                }
-                _ => "-".into(),
-            });
+            line.push(
+                crate::ratios::lookup_ratio(records, &s.store, reference, phase)
+                    .map(|r| format!("{:.2}x ({:.2}–{:.2})", r.median, r.ci95[0], r.ci95[1]))
+                    .unwrap_or_else(|| "-".into()),
+            );
         }
         cells.push(line);
     }
     aligned(cells, 1)
+}
+
+/// With `--cold`: for each row, whether its counted reads were device reads — the
+/// disks' reads per lookup within 10% of the counted ones — or partly the page
+/// cache's (a phase that touched pages twice). One line per row.
+pub fn print_cold_check(summary: &[Summary]) -> String {
+    let mut out = String::from(
+        "cold check (disks' reads, machine-wide, against the counted reads per lookup):\n",
+    );
+    for s in summary {
+        let counted = s.reads_per_lookup.median;
+        let line = match &s.os_device_reads_per_lookup {
+            None => "the OS does not count device reads here".to_string(),
+            Some(d) if counted == 0.0 => format!("{:.4} device reads, none counted", d.median),
+            Some(d) => {
+                let share = d.median / counted;
+                let verdict = if (share - 1.0).abs() <= 0.1 {
+                    "device reads"
+                } else if share < 1.0 {
+                    "partly served by the page cache"
+                } else {
+                    "more device reads than counted (readahead, or another reader)"
+                };
+                format!(
+                    "{:.4} device / {:.4} counted = {:.2}: {verdict}",
+                    d.median, counted, share
+                )
+            }
+        };
+        out.push_str(&format!("  {} {}: {line}\n", s.store, s.phase.name()));
+    }
+    out
 }
 
 /// The timed fills.
@@ -488,7 +562,7 @@ mod tests {
         assert_eq!(rows[0].data_block_reads, 11);
         assert!((rows[0].lookups_per_sec - 500_000.0).abs() < 1e-6);
 
-        let versus = print_versus(&summary, "s");
+        let versus = print_versus(&summary, &records, "s");
         assert!(versus.contains("1.00x"), "{versus}");
     }
 }

@@ -19,19 +19,26 @@
 //! RocksDB's defaults but for the filter, compression (off) and, for the leveled
 //! shape, the memtable, table and level-1 sizes.
 //!
-//! Its statistics give the counters, at `StatsLevel::ExceptTimers` (no clock read on
-//! the read path), under the names bloomkv's mirror: `BLOOM_FILTER_USEFUL`
+//! Timed as its maintainers time it: statistics off (RocksDB's `db_bench` leaves them
+//! off unless asked, as every statistics level still updates its tickers on the read
+//! path). A counted run (`bloomkv-peers --counted`, [`RocksDbStore::create`]'s
+//! `counted`) turns them on at `StatsLevel::ExceptTimers` (no clock read on the read
+//! path), and its times are not the figures. Without statistics the rows' reads are
+//! the OS's read syscalls, as fjall's are. The counters, under the names bloomkv's
+//! mirror: `BLOOM_FILTER_USEFUL`
 //! (negatives), `BLOOM_FILTER_FULL_POSITIVE`, `BLOOM_FILTER_FULL_TRUE_POSITIVE`, and
 //! `BLOCK_CACHE_DATA_MISS` (data blocks read from a table file). Table probes are not
 //! counted. Every get reuses one `ReadOptions`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use bloomkv::sizing;
 use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
 use rocksdb::statistics::{StatsLevel, Ticker};
-use rocksdb::{BlockBasedOptions, Cache, DBCompressionType, Options, ReadOptions, DB};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions, DB,
+    DEFAULT_COLUMN_FAMILY_NAME,
+};
 
 use crate::{page_cache, CacheSize, Layout};
 
@@ -48,6 +55,8 @@ pub struct RocksDbStore {
     read_options: ReadOptions,
     bits_per_key: Option<f64>,
     layout: Layout,
+    /// Statistics on: the counters are RocksDB's.
+    counted: bool,
     db: Option<DB>,
     /// Keys written into each finished table, in order.
     table_keys: Vec<u64>,
@@ -63,11 +72,14 @@ impl RocksDbStore {
         bits_per_key: Option<f64>,
         cache: CacheSize,
         layout: Layout,
+        counted: bool,
     ) -> Result<Self, BenchError> {
-        Self::create_compressed(label, dir, bits_per_key, cache, layout, false)
+        Self::create_compressed(label, dir, bits_per_key, cache, layout, false, counted)
     }
 
     /// Like [`create`](Self::create), with data blocks compressed by LZ4 if `lz4`.
+    /// `counted` turns RocksDB's statistics on (the counters), else they stay off (the
+    /// timed rows).
     pub fn create_compressed(
         label: impl Into<String>,
         dir: PathBuf,
@@ -75,6 +87,7 @@ impl RocksDbStore {
         cache: CacheSize,
         layout: Layout,
         lz4: bool,
+        counted: bool,
     ) -> Result<Self, BenchError> {
         if let Some(bpk) = bits_per_key {
             if !(bpk.is_finite() && bpk >= 1.0) {
@@ -83,8 +96,8 @@ impl RocksDbStore {
                 );
             }
         }
-        let options = options(bits_per_key, cache, layout, lz4);
-        let db = DB::open(&options, &dir)?;
+        let options = options(bits_per_key, cache, layout, lz4, counted);
+        let db = open(&options, &dir)?;
         Ok(RocksDbStore {
             label: label.into(),
             dir,
@@ -92,6 +105,7 @@ impl RocksDbStore {
             read_options: ReadOptions::default(),
             bits_per_key,
             layout,
+            counted,
             db: Some(db),
             table_keys: Vec::new(),
             pending_keys: 0,
@@ -104,23 +118,36 @@ impl RocksDbStore {
             .ok_or_else(|| "rocksdb store is closed".into())
     }
 
-    /// Flushes the memtable and waits until no flush or compaction is running or
-    /// pending.
-    pub fn settle(&mut self) -> Result<(), BenchError> {
+    /// Flushes the memtable (`flush` returns once it is written).
+    pub fn flush(&mut self) -> Result<(), BenchError> {
+        Ok(self.db()?.flush()?)
+    }
+
+    /// Whether a flush or compaction is running or pending, as RocksDB's properties
+    /// say.
+    pub fn busy(&self) -> Result<bool, BenchError> {
         let db = self.db()?;
-        db.flush()?;
         let int = |name: &str| -> Result<u64, BenchError> {
             Ok(db.property_int_value(name)?.unwrap_or(0))
         };
-        crate::wait_idle(
-            || {
-                Ok(int("rocksdb.compaction-pending")? > 0
-                    || int("rocksdb.num-running-compactions")? > 0
-                    || int("rocksdb.num-running-flushes")? > 0
-                    || int("rocksdb.mem-table-flush-pending")? > 0)
-            },
-            Duration::from_secs(600),
-        )
+        Ok(int("rocksdb.compaction-pending")? > 0
+            || int("rocksdb.num-running-compactions")? > 0
+            || int("rocksdb.num-running-flushes")? > 0
+            || int("rocksdb.mem-table-flush-pending")? > 0)
+    }
+
+    /// Looks `keys` up with one batched `MultiGet` (`batched_multi_get_cf_opt` on the
+    /// default column family, keys not sorted first); the number found.
+    pub fn multi_get(&self, keys: &[[u8; bloomkv_bench::KEY_LEN]]) -> Result<u64, BenchError> {
+        let db = self.db()?;
+        let cf = db
+            .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
+            .ok_or("rocksdb has no default column family")?;
+        let mut found = 0;
+        for r in db.batched_multi_get_cf_opt(cf, keys, false, &self.read_options) {
+            found += u64::from(r?.is_some());
+        }
+        Ok(found)
     }
 
     /// Tables per level, deepest last, empty levels left out.
@@ -143,7 +170,21 @@ impl RocksDbStore {
     }
 }
 
-fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout, lz4: bool) -> Options {
+/// Opens the database with its default column family named, under the same options
+/// `DB::open` would give it, so that the batched MultiGet can be handed its handle
+/// (a database opened without naming any column family has no handle to give).
+fn open(options: &Options, dir: &std::path::Path) -> Result<DB, BenchError> {
+    let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, options.clone());
+    Ok(DB::open_cf_descriptors(options, dir, [default])?)
+}
+
+fn options(
+    bits_per_key: Option<f64>,
+    cache: CacheSize,
+    layout: Layout,
+    lz4: bool,
+    counted: bool,
+) -> Options {
     let mut table = BlockBasedOptions::default();
     if let Some(bpk) = bits_per_key {
         // `false`: a full filter per table, not the deprecated per-block filters.
@@ -178,10 +219,12 @@ fn options(bits_per_key: Option<f64>, cache: CacheSize, layout: Layout, lz4: boo
             opts.set_max_bytes_for_level_base(crate::SMALL_LEVEL1);
         }
     }
-    opts.enable_statistics();
-    // Counters without timers: RocksDB's default level also times every get and
-    // block read.
-    opts.set_statistics_level(StatsLevel::ExceptTimers);
+    if counted {
+        opts.enable_statistics();
+        // Counters without timers: RocksDB's default level also times every get and
+        // block read.
+        opts.set_statistics_level(StatsLevel::ExceptTimers);
+    }
     opts
 }
 
@@ -210,7 +253,7 @@ impl BenchStore for RocksDbStore {
     fn reopen(&mut self) -> Result<(), BenchError> {
         // Dropping the handle closes the database (and joins its background threads).
         self.db = None;
-        self.db = Some(DB::open(&self.options, &self.dir)?);
+        self.db = Some(open(&self.options, &self.dir)?);
         Ok(())
     }
 
@@ -222,7 +265,11 @@ impl BenchStore for RocksDbStore {
             .is_some())
     }
 
+    /// RocksDB's tickers in a counted run; nothing otherwise (statistics off).
     fn counters(&self) -> StoreCounters {
+        if !self.counted {
+            return StoreCounters::default();
+        }
         let t = |ticker: Ticker| Some(self.options.get_ticker_count(ticker));
         let filtered = self.bits_per_key.is_some();
         StoreCounters {

@@ -46,7 +46,13 @@ fn json_report_has_runs_environment_spreads_and_fills() {
         cfg!(feature = "fjall-metrics")
     );
     let env = &report["environment"];
-    for field in ["commit", "cpu_model", "kernel", "file_system", "os"] {
+    // The commit and tree state, at the top as in every JSON the benchmark writes
+    // (null only where git cannot say).
+    assert_eq!(report["commit"], env["commit"]);
+    assert!(report["clean"].is_boolean() || report["clean"].is_null());
+    assert!(report["commit"].is_string() || report["commit"].is_null());
+    assert_eq!(report["counted"], cfg!(feature = "fjall-metrics"));
+    for field in ["cpu_model", "kernel", "file_system", "os"] {
         assert!(
             !env[field].as_str().unwrap().is_empty(),
             "environment.{field}"
@@ -103,6 +109,89 @@ fn json_report_has_runs_environment_spreads_and_fills() {
         assert!(f["ns_per_put"]["median"].as_f64().unwrap() > 0.0);
     }
     assert!(dir.path().join("peers.svg").exists());
+
+    // Ratios: per pair of rows and phase, the median of the per-run ratios with its
+    // interval; two runs give a full-range interval covering 50%.
+    let ratios = report["ratios"].as_array().unwrap();
+    let find = |row: &str, versus: &str, phase: &str| {
+        ratios
+            .iter()
+            .find(|r| r["row"] == row && r["versus"] == versus && r["phase"] == phase)
+            .unwrap_or_else(|| panic!("no ratio {row} / {versus} {phase}"))
+    };
+    for phase in ["absent", "present"] {
+        let r = find("bloomkv cache-local", "fjall 8M", phase);
+        assert_eq!(r["runs"], 2);
+        let (lo, median, hi) = (
+            r["ci95"][0].as_f64().unwrap(),
+            r["median"].as_f64().unwrap(),
+            r["ci95"][1].as_f64().unwrap(),
+        );
+        assert!(lo <= median && median <= hi && lo > 0.0, "{r}");
+        assert!((r["coverage"].as_f64().unwrap() - 0.5).abs() < 1e-12, "{r}");
+        find("fjall no filter", "fjall", phase);
+    }
+    find("bloomkv fill", "fjall fill", "put");
+    find("bloomkv fill", "fjall fill", "settled");
+    assert!(report["ratio_interval"]
+        .as_str()
+        .unwrap()
+        .contains("order statistics"));
+    // The present-get target, judged on the interval: two runs cannot meet it.
+    let targets = report["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1);
+    assert_ne!(targets[0]["verdict"], "met");
+    for f in report["run_records"][0]["fills"].as_array().unwrap() {
+        assert!(f["settle_polls"].as_u64().unwrap() >= 2, "{f}");
+    }
+}
+
+/// `--multi-get N` adds a twin of every flat row with the same lookups, and
+/// ratios against its own single gets; flags a shape does not use are refused.
+#[test]
+fn multi_get_twins_and_ignored_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = [&TINY[..], &["--runs", "1", "--filters", "cache-local"]].concat();
+    let report = run_with_json(
+        dir.path(),
+        &[&tiny[..], &["--no-fill", "--multi-get", "8"]].concat(),
+    );
+    let rows = report["rows"].as_array().unwrap();
+    for store in ["bloomkv cache-local", "fjall", "fjall 8M"] {
+        let twin = format!("{store} multi-get 8");
+        for phase in ["absent", "present"] {
+            let row = rows
+                .iter()
+                .find(|r| r["filter"] == twin.as_str() && r["phase"] == phase)
+                .unwrap_or_else(|| panic!("no row {twin} {phase}"));
+            assert_eq!(row["lookups"], 100);
+            assert_eq!(row["found"], if phase == "present" { 100 } else { 0 });
+        }
+        assert!(report["ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["row"] == twin.as_str() && r["versus"] == store));
+    }
+
+    for (refused, names) in [
+        (&["--prefix-scans", "5"][..], "--prefix-scans"),
+        (&["--allocation", "uniform"], "--allocation"),
+        (&["--cache-mib", "8"], "--cache-mib"),
+        (&["--fill-only"], "--filters is about lookups"),
+        (&["--multi-get", "1"], "--multi-get"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+            .args(&tiny)
+            .args(refused)
+            .arg("--dir")
+            .arg(dir.path().join("refused"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{refused:?} ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(names), "{refused:?}: {err}");
+    }
 }
 
 /// `--lz4-rows` adds LZ4 twins whose settings say so, and `--compression lz4` is

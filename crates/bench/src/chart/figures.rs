@@ -351,6 +351,7 @@ mod tests {
             filter_probes: 6,
             os_read_syscalls: None,
             os_read_bytes: None,
+            os_device_reads: None,
             threads: 1,
             lookups_per_sec: 1e9 / ns,
             block_cache_hits: None,
