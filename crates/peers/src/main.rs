@@ -61,11 +61,24 @@ struct Cli {
     /// that each store's cost of compression is a ratio within one run.
     #[arg(long, conflicts_with = "fill_only")]
     lz4_rows: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// YCSB's workloads A–F and existence checks (X) on every store, with latency
+    /// percentiles (see `bloomkv_peers::ycsb`).
+    Ycsb(bloomkv_peers::ycsb::YcsbArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
+    let result = match &cli.command {
+        Some(Command::Ycsb(args)) => bloomkv_peers::ycsb::main(args),
+        None => run(&cli),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bloomkv-peers: {e}");
