@@ -29,6 +29,7 @@ pub mod plan;
 pub mod report;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_store;
+pub mod tpch;
 pub mod ycsb;
 
 pub use bloomkv_auto::open_auto;
