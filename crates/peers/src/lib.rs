@@ -24,6 +24,7 @@ pub mod environment;
 pub mod fill;
 pub mod fjall_store;
 mod labeled;
+pub mod lz4_writers;
 mod page_cache;
 pub mod plan;
 pub mod report;
