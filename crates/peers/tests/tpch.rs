@@ -29,8 +29,9 @@ fn the_loaders_keys_are_unique_and_its_values_deterministic() {
     }
 }
 
-/// Counts, printed with `--nocapture`: the range filter's false-positive rate on
-/// TPC-H line-item keys against its bound, per table.
+/// The range filter's false positives on TPC-H line-item keys against its bound, per
+/// table (counts printed with `--nocapture`): every table's false positives within 3σ
+/// (binomial) of its bound, and no two keys merged by the key map.
 #[test]
 fn range_filter_on_lineitem_keys_against_its_bound() {
     // Orders from the start and the end of SF1's order keys (1 to 6,000,000): the
@@ -52,6 +53,21 @@ fn range_filter_on_lineitem_keys_against_its_bound() {
                 "{} {:>12} table {}: {} keys -> {} mapped (prefix {} B, {} B read); {} empty ranges, {} too long, {} searched, FP {:.5} against bound {:.5}",
                 r.keys, r.query, r.table, r.table_keys, r.mapped_keys, r.prefix_len, r.mapped_bytes,
                 r.queries, r.too_long, r.searched, r.fp, r.bound
+            );
+            assert_eq!(
+                r.mapped_keys, r.table_keys,
+                "keys merged in table {}",
+                r.table
+            );
+            assert!(r.searched > 500 && r.too_long == 0, "{kind}: {r:?}");
+            let (n, p) = (r.searched as f64, r.bound);
+            let limit = n * p + 3.0 * (n * p * (1.0 - p)).sqrt();
+            assert!(
+                (r.false_positives as f64) <= limit,
+                "{kind} table {}: {} false positives of {}, bound allows {limit:.1}",
+                r.table,
+                r.false_positives,
+                r.searched
             );
         }
     }
