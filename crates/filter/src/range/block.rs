@@ -373,6 +373,29 @@ mod tests {
         );
     }
 
+    /// A block written before version 2 existed, for keys that run past 8 bytes: the
+    /// version 1 map (merging lines) still opens and answers as it did.
+    #[test]
+    fn version_1_blocks_of_long_keys_still_open() {
+        let mut keys = line_keys();
+        keys.sort();
+        let (s, l) = (&keys[0], &keys[keys.len() - 1]);
+        let map = KeyMap::of(s, l, keys.iter().map(|k| k.as_slice()));
+        let mut mapped: Vec<u64> = keys.iter().map(|k| map.map(k)).collect();
+        mapped.dedup();
+        let universe = crate::range::grafite::reduced_universe(mapped.len() as u64, 16.0);
+        let hasher = Hasher::new(universe, 64, 7);
+        let ef = crate::range::grafite::build(&mapped, &hasher);
+        let block = encode(keys.len() as u64, &map, s, l, 64, Some(&hasher), &ef);
+        assert_eq!(block[4], VERSION_BYTES);
+        let r = RangeFilterReader::open(&block).unwrap();
+        assert_eq!(r.stats().stored_hashes, mapped.len() as u64);
+        assert!(mapped.len() < keys.len(), "the version 1 map merges lines");
+        for k in &keys {
+            assert!(r.may_contain_range(k, Bound::Included(k)));
+        }
+    }
+
     #[test]
     fn short_keys_still_get_version_1_blocks() {
         let keys: Vec<Vec<u8>> = (0..500u32)
