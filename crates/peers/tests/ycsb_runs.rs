@@ -25,6 +25,7 @@ fn config(records: u64, ops: u64, verify_every: u64) -> RunConfig {
         value_size: 64,
         seed: 11,
         verify_every,
+        data: Default::default(),
     }
 }
 
@@ -199,6 +200,8 @@ fn the_json_report_has_the_contracts_fields() {
         value_size: 100,
         seed: 1,
         verify_every: 4,
+        data: "ycsb".into(),
+        tpch_pool_mib: 1,
         dir: Some(dir.path().to_path_buf()),
         json: None,
     };
@@ -252,4 +255,35 @@ fn the_json_report_has_the_contracts_fields() {
     }
     assert_eq!(json["settings"].as_array().unwrap().len(), 6);
     assert!(json["environment"]["commit"].is_string());
+}
+
+#[test]
+fn tpch_rows_run_through_the_suite_with_their_reads_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = YcsbArgs {
+        records: 3000,
+        seconds: 1.0,
+        ops: Some(2000),
+        threads: 2,
+        stores: "bloomkv,redb".into(),
+        settings: "equal".into(),
+        workloads: "c,x,e,a".into(),
+        runs: 1,
+        value_size: 100,
+        seed: 3,
+        verify_every: 2,
+        data: "tpch".into(),
+        tpch_pool_mib: 1,
+        dir: Some(dir.path().to_path_buf()),
+        json: None,
+    };
+    let report = run_suite(&args).unwrap();
+    assert_eq!(report.data, "tpch");
+    assert_eq!(report.rows.len(), 2 * 4);
+    assert!(report.rows.iter().all(|r| r.ops == 4000));
+    assert!(report
+        .rows
+        .iter()
+        .filter(|r| r.workload != "e")
+        .all(|r| r.reads_verified > 0));
 }

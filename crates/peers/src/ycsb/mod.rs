@@ -62,9 +62,16 @@ pub struct YcsbArgs {
     /// Rounds over every store and setting; rows report the median of the rounds.
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
-    /// Bytes of every value.
+    /// Bytes of every value (YCSB data).
     #[arg(long, default_value_t = 100)]
     pub value_size: usize,
+    /// The records: `ycsb` (hashed ids, generated values) or `tpch` (TPC-H line items:
+    /// `lineitem/<order>/<line>` keys, dbgen's row text as values).
+    #[arg(long, default_value = "ycsb")]
+    pub data: String,
+    /// MiB of TPC-H's text pool (`--data tpch`; dbgen's is 300).
+    #[arg(long, default_value_t = 300)]
+    pub tpch_pool_mib: usize,
     /// Seed of every thread's generator.
     #[arg(long, default_value_t = 0x5eed)]
     pub seed: u64,
@@ -150,6 +157,25 @@ pub fn run_suite(args: &YcsbArgs) -> Result<YcsbReport, BenchError> {
         .flat_map(|&s| store_names.iter().map(move |n| (n.clone(), s)))
         .collect();
     let work = WorkDir::new(args.dir.clone())?;
+    let data = match args.data.as_str() {
+        "ycsb" => record::Data::Ycsb,
+        "tpch" => {
+            // SF1 has 6,001,215 line items.
+            let scale = (args.records as f64 * 1.05 / 6_000_000.0).max(0.01);
+            let rows = crate::tpch::TpchRows::new(scale, args.tpch_pool_mib << 20)
+                .rows(crate::tpch::Table::LineItem, args.records as usize);
+            if (rows.len() as u64) < args.records {
+                return Err(format!(
+                    "TPC-H at scale {scale} gave {} line items, {} asked",
+                    rows.len(),
+                    args.records
+                )
+                .into());
+            }
+            record::Data::Tpch(std::sync::Arc::new(rows))
+        }
+        other => return Err(format!("unknown --data {other:?}: expected ycsb or tpch").into()),
+    };
     let config = RunConfig {
         records: args.records,
         threads: args.threads,
@@ -162,6 +188,7 @@ pub fn run_suite(args: &YcsbArgs) -> Result<YcsbReport, BenchError> {
         value_size: args.value_size,
         seed: args.seed,
         verify_every: args.verify_every,
+        data: data.clone(),
     };
     let started = Instant::now();
     let mut run_rows = Vec::new();
@@ -240,6 +267,7 @@ pub fn run_suite(args: &YcsbArgs) -> Result<YcsbReport, BenchError> {
         seconds: args.seconds,
         runs: args.runs,
         value_size: args.value_size,
+        data: data.name().into(),
         settings: setting_rows,
         load,
         rows,

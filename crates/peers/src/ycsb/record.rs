@@ -15,6 +15,8 @@
 //! `version` is 0 for the load phase; a run's writes are
 //! `(thread + 1) << 40 | n` for the thread's n-th write, unique in the run.
 
+use std::sync::Arc;
+
 use super::generator::{fnv64, SplitMix64};
 
 /// Bytes of every key.
@@ -52,6 +54,76 @@ pub fn fill_value(out: &mut Vec<u8>, id: u64, version: u64, len: usize) {
                 // 64 printable characters, as YCSB's values are printable.
                 out.push(b'0' + (b & 63));
             }
+        }
+    }
+}
+
+/// The records a run writes: YCSB's (hashed ids, generated values), or rows a user
+/// has (TPC-H line items, [`crate::tpch`]).
+#[derive(Clone, Default)]
+pub enum Data {
+    /// `user` + hashed id keys, `value_size` printable bytes.
+    #[default]
+    Ycsb,
+    /// Record `id < n` is row `id`: its key, and its text after the value header.
+    /// Inserts (`id ≥ n`) get line 1 of order `10^9 + id` and row `id mod n`'s text;
+    /// absent keys are row `i`'s key with line `09` (TPC-H's orders have at most 7).
+    Tpch(Arc<Vec<(Vec<u8>, Vec<u8>)>>),
+}
+
+impl std::fmt::Debug for Data {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Data::Ycsb => write!(f, "Ycsb"),
+            Data::Tpch(rows) => write!(f, "Tpch({} rows)", rows.len()),
+        }
+    }
+}
+
+impl Data {
+    /// The data set's name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Data::Ycsb => "ycsb",
+            Data::Tpch(_) => "tpch",
+        }
+    }
+
+    /// Writes record `id`'s key into `out` (cleared first).
+    pub fn key(&self, id: u64, out: &mut Vec<u8>) {
+        out.clear();
+        match self {
+            Data::Ycsb => out.extend_from_slice(&key(id)),
+            Data::Tpch(rows) if rows.is_empty() => out.extend_from_slice(&key(id)),
+            Data::Tpch(rows) => {
+                let n = rows.len() as u64;
+                if id >= ABSENT_BASE {
+                    let row = &rows[((id - ABSENT_BASE) % n) as usize].0;
+                    out.extend_from_slice(row);
+                    let len = out.len();
+                    if len >= 2 {
+                        out[len - 2..].copy_from_slice(b"09");
+                    }
+                } else if id < n {
+                    out.extend_from_slice(&rows[id as usize].0);
+                } else {
+                    out.extend_from_slice(&crate::tpch::line_key(1_000_000_000 + id as i64, 1));
+                }
+            }
+        }
+    }
+
+    /// Writes record `id`'s value at `version` into `out`: the header, then
+    /// `value_size` bytes in all (YCSB) or the row's text (TPC-H).
+    pub fn value(&self, id: u64, version: u64, value_size: usize, out: &mut Vec<u8>) {
+        match self {
+            Data::Tpch(rows) if !rows.is_empty() => {
+                out.clear();
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&version.to_le_bytes());
+                out.extend_from_slice(&rows[(id % rows.len() as u64) as usize].1);
+            }
+            _ => fill_value(out, id, version, value_size),
         }
     }
 }

@@ -338,8 +338,10 @@ pub struct YcsbReport {
     pub seconds: f64,
     /// Runs.
     pub runs: usize,
-    /// Value bytes.
+    /// Value bytes (YCSB data).
     pub value_size: usize,
+    /// The records: `ycsb` or `tpch`.
+    pub data: String,
     /// How every store is set.
     pub settings: Vec<SettingRow>,
     /// Load phases: medians.

@@ -24,7 +24,7 @@ use bloomkv_bench::BenchError;
 use hdrhistogram::Histogram;
 
 use super::generator::{fnv64, Chooser, SplitMix64};
-use super::record::{fill_value, key, ABSENT_BASE, KEY_LEN};
+use super::record::{Data, ABSENT_BASE};
 use super::stores::{YcsbStore, LOAD_BATCH};
 use super::verify::{self, Event, Seen};
 use super::workload::{Op, Workload, MAX_SCAN, OP_KINDS};
@@ -46,6 +46,8 @@ pub struct RunConfig {
     pub seed: u64,
     /// One record in this many is logged and checked ([`verify`]); 1 logs all.
     pub verify_every: u64,
+    /// The records' keys and values.
+    pub data: Data,
 }
 
 /// The load phase's result.
@@ -173,6 +175,7 @@ impl<'a> StoreRun<'a> {
         let records = self.config.records;
         let threads = self.config.threads.max(1) as u64;
         let value_size = self.config.value_size;
+        let data = &self.config.data;
         let started = Instant::now();
         std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
@@ -185,9 +188,10 @@ impl<'a> StoreRun<'a> {
                             let end = (id + LOAD_BATCH as u64).min(records);
                             batch.clear();
                             for i in id..end {
-                                let mut v = Vec::with_capacity(value_size);
-                                fill_value(&mut v, i, verify::LOAD_VERSION, value_size);
-                                batch.push((key(i).to_vec(), v));
+                                let (mut k, mut v) = (Vec::new(), Vec::with_capacity(value_size));
+                                data.key(i, &mut k);
+                                data.value(i, verify::LOAD_VERSION, value_size, &mut v);
+                                batch.push((k, v));
                             }
                             self.store.load_batch(&batch)?;
                             id += threads * LOAD_BATCH as u64;
@@ -283,6 +287,8 @@ impl<'a> StoreRun<'a> {
         let writer = self.writers.fetch_add(1, Ordering::Relaxed) + 1;
         let mut writes = 0u64;
         let mut value = Vec::with_capacity(self.config.value_size);
+        let data = &self.config.data;
+        let mut k = Vec::new();
         let mut log = Vec::new();
         let mut done = 0u64;
         loop {
@@ -295,7 +301,7 @@ impl<'a> StoreRun<'a> {
             match op {
                 Op::Read | Op::ReadModifyWrite => {
                     let id = chooser.next(self.count(), &mut rng);
-                    let k = key(id);
+                    data.key(id, &mut k);
                     let sampled = self.sampled(id);
                     let start = if sampled { self.tick() } else { 0 };
                     let got = self.store.get(&k)?;
@@ -321,13 +327,14 @@ impl<'a> StoreRun<'a> {
                     }
                     if op == Op::ReadModifyWrite {
                         let v = version();
-                        fill_value(&mut value, id, v, self.config.value_size);
+                        data.value(id, v, self.config.value_size, &mut value);
                         self.put_logged(id, &k, &value, v, &mut log)?;
                     }
                 }
                 Op::ReadAbsent => {
                     let id = ABSENT_BASE + absent.next(self.config.records, &mut rng);
-                    if let Some(head) = self.store.get(&key(id))? {
+                    data.key(id, &mut k);
+                    if let Some(head) = self.store.get(&k)? {
                         return Err(format!(
                             "a key never written was found, holding record {}'s value",
                             head.id
@@ -338,42 +345,45 @@ impl<'a> StoreRun<'a> {
                 Op::Update => {
                     let id = chooser.next(self.count(), &mut rng);
                     let v = version();
-                    fill_value(&mut value, id, v, self.config.value_size);
-                    self.put_logged(id, &key(id), &value, v, &mut log)?;
+                    data.key(id, &mut k);
+                    data.value(id, v, self.config.value_size, &mut value);
+                    self.put_logged(id, &k, &value, v, &mut log)?;
                 }
                 Op::Insert => {
                     let id = self.acked.reserve();
                     let v = version();
-                    fill_value(&mut value, id, v, self.config.value_size);
-                    self.put_logged(id, &key(id), &value, v, &mut log)?;
+                    data.key(id, &mut k);
+                    data.value(id, v, self.config.value_size, &mut value);
+                    self.put_logged(id, &k, &value, v, &mut log)?;
                     self.acked.ack(id);
                 }
                 Op::Scan => {
                     let id = chooser.next(self.count(), &mut rng);
                     let len = 1 + rng.below(MAX_SCAN) as usize;
-                    let start_key = key(id);
+                    data.key(id, &mut k);
+                    let start_key = &k;
                     let start = self.tick();
-                    let mut previous = [0u8; KEY_LEN];
+                    let mut previous: Vec<u8> = Vec::new();
+                    let mut own = Vec::new();
                     let mut rows = Vec::new();
                     let mut bad = None;
-                    self.store.scan(&start_key, len, &mut |k, head| {
-                        let ok = k.len() == KEY_LEN
-                            && k >= &start_key[..]
+                    self.store.scan(start_key, len, &mut |k, head| {
+                        data.key(head.id, &mut own);
+                        let ok = k >= &start_key[..]
                             && (rows.is_empty() || k > &previous[..])
-                            && key(head.id) == k;
+                            && own == k;
                         if !ok && bad.is_none() {
                             bad = Some(String::from_utf8_lossy(k).into_owned());
                         }
-                        if k.len() == KEY_LEN {
-                            previous.copy_from_slice(k);
-                        }
+                        previous.clear();
+                        previous.extend_from_slice(k);
                         rows.push(head);
                     })?;
                     let end = self.tick();
                     if let Some(k) = bad {
                         return Err(format!(
                             "a scan from {:?} returned {k:?} out of order or with another record's value",
-                            String::from_utf8_lossy(&start_key)
+                            String::from_utf8_lossy(start_key)
                         )
                         .into());
                     }
