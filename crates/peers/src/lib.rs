@@ -24,6 +24,7 @@ pub mod environment;
 pub mod fill;
 pub mod fjall_store;
 mod labeled;
+pub mod lz4_writers;
 pub mod multi;
 mod page_cache;
 pub mod plan;
@@ -31,6 +32,8 @@ pub mod ratios;
 pub mod report;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb_store;
+pub mod tpch;
+pub mod ycsb;
 
 pub use bloomkv_auto::open_auto;
 pub use fjall_store::{FjallFilter, FjallStore};

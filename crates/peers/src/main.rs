@@ -83,14 +83,26 @@ struct Cli {
     /// that each store's cost of compression is a ratio within one run.
     #[arg(long, conflicts_with = "fill_only")]
     lz4_rows: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// YCSB's workloads A–F and existence checks (X) on every store, with latency
+    /// percentiles (see `bloomkv_peers::ycsb`).
+    Ycsb(bloomkv_peers::ycsb::YcsbArgs),
 }
 
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
-    let parsed = Cli::from_arg_matches(&matches)
+    let result = Cli::from_arg_matches(&matches)
         .map_err(BenchError::from)
-        .and_then(|cli| ignored_flags(&cli, &matches).map(|()| cli));
-    match parsed.and_then(|cli| run(&cli)) {
+        .and_then(|cli| match &cli.command {
+            Some(Command::Ycsb(args)) => bloomkv_peers::ycsb::main(args),
+            None => ignored_flags(&cli, &matches).and_then(|()| run(&cli)),
+        });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bloomkv-peers: {e}");

@@ -131,11 +131,12 @@ impl RangeFilterBuilder {
             let map = KeyMap {
                 prefix_len: 0,
                 width: 0,
+                packed: None,
             };
             return block::encode(0, &map, &[], &[], self.max_range_len, None, &ef);
         }
         let (smallest, largest) = (self.key(self.smallest), self.key(self.largest));
-        let map = KeyMap::of(smallest, largest, (0..self.ends.len()).map(|i| self.key(i)));
+        let map = KeyMap::choose(smallest, largest, (0..self.ends.len()).map(|i| self.key(i)));
         let mut mapped: Vec<u64> = (0..self.ends.len()).map(|i| map.map(self.key(i))).collect();
         mapped.sort_unstable();
         mapped.dedup();
@@ -172,7 +173,8 @@ pub struct RangeFilterStats {
     pub reduced_universe: u64,
     /// Bytes of the common key prefix the map drops.
     pub prefix_len: usize,
-    /// Bytes after the prefix the map reads (0..=8).
+    /// Bytes after the prefix the map reads (0..=8), or with packed positions (block
+    /// version 2) the positions it codes (up to 64).
     pub mapped_bytes: usize,
     /// Bytes of the block.
     pub block_bytes: usize,
