@@ -6,7 +6,9 @@
 //!  MANIFEST  the live tables, the oldest live log, the next file number
 //!  000007.log, 000009.log   logs from the manifest's number on: replayed at open
 //!  000005.sst …             tables: live if the manifest names them
-//!  *.sst.tmp, MANIFEST.tmp  being written when the store stopped: never live, deleted
+//!  SETTINGS                 how tables and levels are made (see `settings`)
+//!  *.sst.tmp, MANIFEST.tmp, SETTINGS.tmp
+//!                           being written when the store stopped: never live, deleted
 //!  lost/                    tables no manifest names, moved aside at open (never deleted)
 //! ```
 //!
@@ -113,7 +115,9 @@ pub(crate) fn remove_obsolete(
         let obsolete = match parse_file_name(&name) {
             Some(FileKind::Table(n)) => live.is_some_and(|live| !live.contains(&n)),
             Some(FileKind::Wal(n)) => n < live_wal,
-            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => true,
+            Some(FileKind::TempTable(_))
+            | Some(FileKind::ManifestTemp)
+            | Some(FileKind::SettingsTemp) => true,
             _ => false,
         };
         if obsolete {
@@ -204,7 +208,9 @@ pub(crate) fn tidy_before_writing(
     let mut unlisted = Vec::new();
     for name in names {
         match parse_file_name(name) {
-            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => {
+            Some(FileKind::TempTable(_))
+            | Some(FileKind::ManifestTemp)
+            | Some(FileKind::SettingsTemp) => {
                 let path = dir.join(name);
                 match fs.remove(&path) {
                     Ok(()) => {}

@@ -23,6 +23,7 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::recovery::{self, ClosedMark, RecoveryReport, Replayed};
 use crate::retain::Retain;
+use crate::settings::{self, SettingsReport};
 use crate::stats::add;
 use crate::store_dir::{
     discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_obsolete, store_dir,
@@ -70,6 +71,8 @@ impl Db {
         let lock = lock_dir(&dir, &options)?;
         let parts = Parts::new(dir, options)?;
         let (state, names, moved_aside) = read_state_and_tidy(&parts)?;
+        // Before the manifest of a new store: a store with a manifest has its settings.
+        let settings = settings::at_open(parts.fs.as_ref(), &parts.dir, &parts.options)?;
         let version = recover_tables(&parts, &state)?;
         let next_file_number = next_file_number(&names, &state);
         let (wals, mut replayed) = recover_logs(&parts, &names, &state)?;
@@ -78,19 +81,25 @@ impl Db {
             keep_or_flush(&parts, &state, version, &wals, replayed, next_file_number)?;
         let inner = Arc::new(Inner::new(parts, recovered, Some(lock)));
         let worker = background::spawn(&inner)?;
-        let db = handle(inner, Some(worker), report);
+        let db = handle(inner, Some(worker), report, settings);
         db.inner.schedule();
         Ok(db)
     }
 }
 
 /// The handle on a store's shared state (`worker`: its background thread, if any).
-fn handle(inner: Arc<Inner>, worker: Option<JoinHandle<()>>, recovery: RecoveryReport) -> Db {
+fn handle(
+    inner: Arc<Inner>,
+    worker: Option<JoinHandle<()>>,
+    recovery: RecoveryReport,
+    settings: SettingsReport,
+) -> Db {
     Db {
         inner,
         worker: Mutex::new(worker),
         closed: AtomicBool::new(false),
         recovery,
+        settings,
     }
 }
 
@@ -371,8 +380,10 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         last_sequence: state.last_sequence(),
         next_file_number: state.next_file_number(),
     };
+    // Read, never written (the options given have `read_only` set).
+    let settings = settings::at_open(parts.fs.as_ref(), dir, options)?;
     let inner = Arc::new(Inner::new(parts, recovered, None));
-    Ok(handle(inner, None, replayed.report))
+    Ok(handle(inner, None, replayed.report, settings))
 }
 
 /// The log "writer" of a read-only open: every write is refused before it gets here.
