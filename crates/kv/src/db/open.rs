@@ -26,8 +26,9 @@ use crate::retain::Retain;
 use crate::settings::{self, SettingsReport};
 use crate::stats::add;
 use crate::store_dir::{
-    discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_obsolete, store_dir,
-    stray_store_file, table_level, tidy_before_writing, write_state, DirState,
+    discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_closed_mark,
+    remove_obsolete, store_dir, stray_store_file, table_level, tidy_before_writing, write_state,
+    DirState,
 };
 use crate::types::SeqNo;
 use crate::version::Version;
@@ -221,11 +222,10 @@ fn keep_or_flush(
         mut report,
     } = replayed;
     // The mark vouches for the logs once: whatever happens next, this session's
-    // own clean close must write a new one. (A mark that cannot be removed is
-    // harmless: the first append makes the log longer than it says.)
+    // own clean close must write a new one. Removed durably before any write.
     let mark = ClosedMark::read(fs.as_ref(), dir);
-    if mark.is_some() {
-        let _ = fs.remove(&filename::closed_path(dir));
+    if fs.exists(&filename::closed_path(dir)) {
+        remove_closed_mark(fs, dir)?;
     }
     let keep = recovery::can_keep(&report, &memtable, parts.options.memtable_size, mark);
     let recovered = match (wals.first(), report.wals.last()) {
