@@ -157,3 +157,19 @@ fn a_policy_the_command_line_lacks_is_reported_readers_go_on_writers_refuse() {
         );
     }
 }
+
+#[test]
+fn verify_reports_a_damaged_settings_file() {
+    let dir = tempfile::tempdir().unwrap();
+    store(dir.path(), written());
+    let d = dir.path().to_str().unwrap();
+    assert!(bloomkv(&["verify", d]).status.success());
+    let path = dir.path().join("SETTINGS");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[70] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let out = bloomkv(&["verify", d]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("SETTINGS"), "{text}");
+}
