@@ -622,6 +622,17 @@ mod tests {
         assert_eq!(format!("{:?}", loaded.options), format!("{written:?}"));
     }
 
+    /// docs/FORMAT.md shows a default store's file as this build writes it.
+    #[test]
+    fn the_format_doc_shows_the_defaults_as_written() {
+        let doc = include_str!("../../../docs/FORMAT.md");
+        let text = String::from_utf8(Settings::of(&Options::default()).encode()).unwrap();
+        assert!(
+            doc.contains(&format!("```text\n{text}```")),
+            "FORMAT.md's settings example differs; this build writes\n{text}"
+        );
+    }
+
     #[test]
     fn every_flipped_byte_and_every_cut_is_refused() {
         let bytes = Settings::of(&Options::default()).encode();
