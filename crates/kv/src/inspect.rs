@@ -536,8 +536,8 @@ mod tests {
         };
         assert_eq!(problem.file, filename::manifest_path(dir.path()));
         assert!(problem.what.contains("`repair` rebuilds it"), "{report}");
-        // The manifest, one table and one log.
-        assert_eq!(report.files_checked, 3, "{report}");
+        // The manifest, the settings, one table and one log.
+        assert_eq!(report.files_checked, 4, "{report}");
         assert!(report.recovery.iter().all(|v| !v.opens), "{report}");
         // An empty directory is still no store at all.
         let empty = tempfile::tempdir().unwrap();
