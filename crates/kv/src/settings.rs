@@ -321,16 +321,16 @@ impl Settings {
                 }
                 "bits_per_key" => parse(v).map(|x| o.bits_per_key = x),
                 "filter_allocation" => match v {
-                    "Uniform" => Ok(o.filter_allocation = FilterAllocation::Uniform),
-                    "Monkey" => Ok(o.filter_allocation = FilterAllocation::Monkey),
+                    "Uniform" => set(&mut o.filter_allocation, FilterAllocation::Uniform),
+                    "Monkey" => set(&mut o.filter_allocation, FilterAllocation::Monkey),
                     _ => Err(()),
                 },
                 "optimize_filters_for_hits" => parse(v).map(|x| o.optimize_filters_for_hits = x),
                 "bloom_before_level" => parse(v).map(|x| o.bloom_before_level = x),
                 "range_filter" => parse_range(v).map(|x| o.range_filter = x),
                 "compression" => match v {
-                    "None" => Ok(o.compression = Compression::None),
-                    "Lz4" => Ok(o.compression = Compression::Lz4),
+                    "None" => set(&mut o.compression, Compression::None),
+                    "Lz4" => set(&mut o.compression, Compression::Lz4),
                     _ => Err(()),
                 },
                 "block_size" => parse(v).map(|x| o.block_size = x),
@@ -479,6 +479,11 @@ pub(crate) fn at_open(
         differed,
         written,
     })
+}
+
+fn set<T>(slot: &mut T, value: T) -> std::result::Result<(), ()> {
+    *slot = value;
+    Ok(())
 }
 
 fn parse<T: std::str::FromStr>(v: &str) -> std::result::Result<T, ()> {
