@@ -72,6 +72,8 @@ pub struct Counters {
     pub compaction_bytes_read: AtomicU64,
     /// Bytes of tables compactions wrote.
     pub compaction_bytes_written: AtomicU64,
+    /// How long the `Db::open` that made this store's handle took, in microseconds.
+    pub open_micros: AtomicU64,
 }
 
 /// One thread's share of the read path's counters, alone on its cache lines.
@@ -378,6 +380,9 @@ pub struct DbStats {
     /// `flush_bytes_written` it gives the write amplification: table bytes written per
     /// byte flushed.
     pub compaction_bytes_written: u64,
+    /// How long the `Db::open` that made this handle took, in microseconds (manifest,
+    /// tables, log replay, and any flush of what the logs held).
+    pub open_micros: u64,
 }
 
 impl DbStats {
@@ -484,6 +489,7 @@ impl Counters {
             compactions: get(&self.compactions),
             compaction_bytes_read: get(&self.compaction_bytes_read),
             compaction_bytes_written: get(&self.compaction_bytes_written),
+            open_micros: get(&self.open_micros),
         }
     }
 }

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::filename;
@@ -64,8 +65,20 @@ impl Db {
     /// With [`Options::read_only`] nothing is written, no lock is taken, and the logs
     /// are replayed into memory only: see [`Options::read_only`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let started = Instant::now();
+        let db = Db::open_timed(path.as_ref(), options)?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        db.inner
+            .counters
+            .open_micros
+            .store(micros, Ordering::Relaxed);
+        Ok(db)
+    }
+
+    /// [`Db::open`]'s steps (see there); the caller times them.
+    fn open_timed(path: &Path, options: Options) -> Result<Db> {
         options.validate()?;
-        let dir = store_dir(path.as_ref())?;
+        let dir = store_dir(path)?;
         if options.read_only {
             return open_read_only(dir, options);
         }
