@@ -5,6 +5,13 @@
 //! Exit codes: 0 success (for `get`: found), 1 `get` found no such key or `verify`
 //! found damage, 2 the command line was wrong, 3 any other error. Errors are one line
 //! on stderr. Output cut short by its reader (`bloomkv scan DIR | head`) ends quietly.
+//!
+//! Every command that opens a store opens it with the settings it records (its
+//! `SETTINGS` file: filter, prefix extractor, range filter, block and level sizing),
+//! not the defaults; a missing or damaged file is said on stderr and the defaults
+//! are used. A filter policy or extractor the file names that this program does not
+//! have is said too: readers go on (such tables are read without that filter), writers
+//! (`put`, `delete`, `repair`) refuse.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -69,8 +76,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
-    /// Rebuild a store whose manifest, tables or logs are damaged (a store that
-    /// needs no repair is left unchanged; damaged tables go to DIR/lost/).
+    /// Rebuild a store whose manifest, tables or logs are damaged, with the settings
+    /// it records (a store that needs no repair is left unchanged; damaged tables and
+    /// tables the manifest does not name go to DIR/lost/).
     Repair {
         /// The store directory.
         dir: PathBuf,
@@ -269,20 +277,18 @@ fn run(command: Command) -> CmdResult {
         } => {
             let key = arg_bytes("key", &key, hex)?;
             let value = arg_bytes("value", &value, hex)?;
-            let db = warn_recovery(Db::open(&dir, Options::default())?);
+            let db = warn_recovery(Db::open(&dir, stored_options(&dir, Options::default())?)?);
             db.put(&key, &value)?;
             db.close()?;
             ExitCode::SUCCESS
         }
         Command::Delete { dir, key, hex } => {
             let key = arg_bytes("key", &key, hex)?;
-            let db = warn_recovery(Db::open(
-                &dir,
-                Options {
-                    create_if_missing: false,
-                    ..Options::default()
-                },
-            )?);
+            let options = Options {
+                create_if_missing: false,
+                ..Options::default()
+            };
+            let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
             db.delete(&key)?;
             db.close()?;
             ExitCode::SUCCESS
@@ -335,15 +341,54 @@ fn run(command: Command) -> CmdResult {
 /// Opens an existing store read-only: the tools that only read never create a store,
 /// take the lock or write a byte, so they work beside a writer and on a read-only
 /// directory.
-fn open_read_only(dir: &Path) -> Result<Db, kv::Error> {
-    Db::open(
+fn open_read_only(dir: &Path) -> Result<Db, Failure> {
+    let loaded = kv::load_options(
         dir,
         Options {
             read_only: true,
             ..Options::default()
         },
-    )
-    .map(warn_recovery)
+    )?;
+    // A reader may go on without a policy or extractor: a table whose filter it
+    // cannot read is read without it, and a scan without the extractor skips fewer
+    // tables. Said, not hidden.
+    for name in &loaded.unresolved {
+        eprintln!("bloomkv: settings: this program does not have the {name}");
+    }
+    warn_settings(dir, &loaded);
+    Ok(warn_recovery(Db::open(dir, loaded.options)?))
+}
+
+/// The options a store records (its `SETTINGS`) over `base`, for a command that
+/// writes: refused when the store names a filter policy or prefix extractor this
+/// program does not have, since new tables would be built without it.
+fn stored_options(dir: &Path, base: Options) -> Result<Options, Failure> {
+    let loaded = kv::load_options(dir, base)?;
+    if !loaded.unresolved.is_empty() {
+        return Err(Failure::Error(format!(
+            "{} was written with the {}; this program does not have it and would write \
+             tables without it (use a program that registers it)",
+            dir.display(),
+            loaded.unresolved.join(" and the ")
+        )));
+    }
+    warn_settings(dir, &loaded);
+    Ok(loaded.options)
+}
+
+/// Says on stderr when a store's settings file is damaged, missing from a store that
+/// has a manifest, or holds settings this build cannot apply: defaults are used.
+fn warn_settings(dir: &Path, loaded: &kv::LoadedOptions) {
+    match &loaded.state {
+        kv::SettingsState::Damaged(_) => eprintln!("bloomkv: settings {}", loaded.state),
+        kv::SettingsState::Missing if dir.join(kv::filename::MANIFEST).exists() => {
+            eprintln!("bloomkv: settings {}", loaded.state)
+        }
+        _ => {}
+    }
+    for i in &loaded.ignored {
+        eprintln!("bloomkv: settings: ignored {i}");
+    }
 }
 
 /// Says on stderr what recovery dropped from the logs or moved aside, if anything.

@@ -10,6 +10,8 @@
 //! MANIFEST         the list of live tables (see `manifest`)
 //! MANIFEST.tmp     a manifest being written; renamed to MANIFEST once synced
 //! LOCK             held while a store has the directory open
+//! SETTINGS         how the store's tables and levels are made (see `settings`)
+//! SETTINGS.tmp     settings being written; renamed to SETTINGS once synced
 //! CLOSED           left by a clean close: the log it names may be appended to again
 //!                  (see `recovery::ClosedMark`); removed by the next open
 //! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
@@ -34,6 +36,10 @@ pub const MAX_FILE_NUMBER: u64 = u64::MAX >> 1;
 pub const MANIFEST: &str = "MANIFEST";
 /// The name a new manifest is written under before it is renamed to [`MANIFEST`].
 pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
+/// The settings file's name (see `settings`).
+pub const SETTINGS: &str = "SETTINGS";
+/// The name new settings are written under before they are renamed to [`SETTINGS`].
+pub const SETTINGS_TMP: &str = "SETTINGS.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
 /// The clean-close mark's name (see `recovery::ClosedMark`).
@@ -65,6 +71,10 @@ pub enum FileKind {
     Lock,
     /// `CLOSED`.
     Closed,
+    /// `SETTINGS`.
+    Settings,
+    /// `SETTINGS.tmp` (garbage after a crash).
+    SettingsTemp,
 }
 
 /// `{number:06}.sst`
@@ -117,6 +127,16 @@ pub fn lock_path(dir: &Path) -> PathBuf {
     dir.join(LOCK)
 }
 
+/// `dir/SETTINGS`
+pub fn settings_path(dir: &Path) -> PathBuf {
+    dir.join(SETTINGS)
+}
+
+/// `dir/SETTINGS.tmp`
+pub fn settings_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(SETTINGS_TMP)
+}
+
 /// `dir/CLOSED`
 pub fn closed_path(dir: &Path) -> PathBuf {
     dir.join(CLOSED)
@@ -139,6 +159,8 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
         MANIFEST_TMP => return Some(FileKind::ManifestTemp),
         LOCK => return Some(FileKind::Lock),
         CLOSED => return Some(FileKind::Closed),
+        SETTINGS => return Some(FileKind::Settings),
+        SETTINGS_TMP => return Some(FileKind::SettingsTemp),
         _ => {}
     }
     let (stem, make): (&str, fn(u64) -> FileKind) =
@@ -182,6 +204,8 @@ mod tests {
         assert_eq!(parse_file_name(MANIFEST), Some(FileKind::Manifest));
         assert_eq!(parse_file_name(MANIFEST_TMP), Some(FileKind::ManifestTemp));
         assert_eq!(parse_file_name(LOCK), Some(FileKind::Lock));
+        assert_eq!(parse_file_name(SETTINGS), Some(FileKind::Settings));
+        assert_eq!(parse_file_name(SETTINGS_TMP), Some(FileKind::SettingsTemp));
     }
 
     #[test]

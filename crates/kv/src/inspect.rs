@@ -24,6 +24,7 @@ use crate::manifest::{self, ManifestState};
 use crate::options::Options;
 use crate::options::WalRecovery;
 use crate::recovery;
+use crate::settings::SettingsState;
 use crate::sstable::{self, show_key, Table};
 use crate::stats::Counters;
 use crate::store_dir::{live_wals, no_manifest, table_level, DirState};
@@ -400,6 +401,27 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
             })
         })
         .ok();
+    // The settings file: damage is a problem (the tools would open the store with the
+    // defaults); none at all (a store from before stores recorded them) and names
+    // only a program that registers them can resolve are notes.
+    let settings = crate::settings::load_options(dir, Options::default())?;
+    match &settings.state {
+        SettingsState::Recorded => report.files_checked += 1,
+        SettingsState::Missing => report.notes.push(format!("settings {}", settings.state)),
+        SettingsState::Damaged(why) => {
+            report.files_checked += 1;
+            report.problems.push(Problem {
+                file: filename::settings_path(dir),
+                offset: None,
+                what: why.clone(),
+            });
+        }
+    }
+    for name in &settings.unresolved {
+        report.notes.push(format!(
+            "settings name a {name}, known only to the program that wrote it"
+        ));
+    }
     // A level the store does not have: the manifest reads, but no open accepts it.
     for meta in state.iter().flat_map(|s| s.tables()) {
         if let Err(e) = table_level(dir, meta) {
@@ -514,8 +536,8 @@ mod tests {
         };
         assert_eq!(problem.file, filename::manifest_path(dir.path()));
         assert!(problem.what.contains("`repair` rebuilds it"), "{report}");
-        // The manifest, one table and one log.
-        assert_eq!(report.files_checked, 3, "{report}");
+        // The manifest, the settings, one table and one log.
+        assert_eq!(report.files_checked, 4, "{report}");
         assert!(report.recovery.iter().all(|v| !v.opens), "{report}");
         // An empty directory is still no store at all.
         let empty = tempfile::tempdir().unwrap();

@@ -60,6 +60,7 @@ mod recovery;
 mod repair;
 mod retain;
 mod scan;
+mod settings;
 pub mod sstable;
 mod stats;
 mod store_dir;
@@ -78,6 +79,9 @@ pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome};
 pub use repair::{repair, MovedTable, RepairReport};
 pub use scan::ScanIter;
+pub use settings::{
+    load_options, LoadedOptions, Settings, SettingsReport, SettingsState, SETTINGS_FORMAT,
+};
 pub use sstable::{Compression, RangeFilterOptions};
 pub use stats::{
     Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,

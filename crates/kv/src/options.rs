@@ -561,11 +561,24 @@ fn filter_error(e: FilterError) -> Error {
 }
 
 /// Checks a user's policy against the store's hash contract before any table is
-/// written with it: the table builder adds keys with `add_key`, lookups probe with
-/// `may_contain_hash(KeyHash::of(key))`, so both must agree on the hash. A builder that
-/// hashes differently would answer "absent" for keys a table holds (false negatives,
-/// lost data); it is refused at open with `InvalidArgument` instead.
+/// written with it: the table builder adds keys with `add_key` and prefixes with
+/// `add_hash(KeyHash::of(prefix))`, lookups probe with `may_contain_hash(KeyHash::of(key))`,
+/// so all three must agree on the hash. A builder that hashes differently would answer
+/// "absent" for keys or prefixes a table holds (false negatives: lost data, or scans
+/// that skip tables holding matches); it is refused at open with `InvalidArgument`.
+/// Both doors are checked, each with a builder of its own.
 fn check_hash_contract(policy: &dyn FilterPolicy) -> Result<()> {
+    check_hash_door(policy, "add_key", |b, key| b.add_key(key))?;
+    check_hash_door(policy, "add_hash", |b, key| b.add_hash(KeyHash::of(key)))
+}
+
+/// Adds 200 keys through `add` and checks that the policy's reader says "maybe" to
+/// each one's `KeyHash::of`.
+fn check_hash_door(
+    policy: &dyn FilterPolicy,
+    door: &str,
+    add: impl Fn(&mut dyn bloomkv_filter::FilterBuilder, &[u8]),
+) -> Result<()> {
     let keys: Vec<Vec<u8>> = (0u32..200)
         .map(|i| {
             let len = (i as usize * 7) % 40;
@@ -574,7 +587,7 @@ fn check_hash_contract(policy: &dyn FilterPolicy) -> Result<()> {
         .collect();
     let mut builder = policy.new_builder();
     for key in &keys {
-        builder.add_key(key);
+        add(builder.as_mut(), key);
     }
     let block = builder.finish();
     let reader = policy.open_reader(&block).map_err(|e| {
@@ -586,7 +599,7 @@ fn check_hash_contract(policy: &dyn FilterPolicy) -> Result<()> {
     for key in &keys {
         if !reader.may_contain_hash(KeyHash::of(key)) || !reader.may_contain(key) {
             return Err(Error::InvalidArgument(format!(
-                "filter policy {} breaks the hash contract: a key added with add_key is \
+                "filter policy {} breaks the hash contract: a key added with {door} is \
                  absent for may_contain_hash(KeyHash::of(key)); the store would lose it",
                 policy.name()
             )));

@@ -7,28 +7,41 @@
 //!             every live log replays under options.wal_recovery?
 //!             all yes ─► nothing to do: the store is left byte for byte unchanged
 //!
+//!  settings:  SETTINGS applied over the options given (a policy or extractor named
+//!             there that the options do not hold: refused, never guessed)
+//!
 //!  rebuild:   tables  = the manifest's tables, or (no usable manifest) every *.sst
 //!             each table: verifies ─► input          fails ─► renamed into lost/
+//!             a table the manifest does not name ─► renamed into lost/, as open does
 //!             logs    = every log the manifest keeps (all, without a manifest),
 //!                       replayed keeping every valid record (SkipCorrupted)
 //!             merge inputs + replayed writes, newest sequence number per key wins
 //!             ─► new tables on one level (a sorted run), tombstones dropped
-//!             ─► MANIFEST.tmp, fsync, rename, fsync dir   (the commit point)
-//!             ─► delete the input tables and the replayed logs
+//!             ─► SETTINGS (if missing or damaged), then
+//!                MANIFEST.tmp, fsync, rename, fsync dir   (the commit point)
+//!             ─► delete the input tables (their entries are in the new ones) and
+//!                the replayed logs
 //! ```
+//!
+//! Repair rebuilds what was there: the store's recorded settings (see `settings`) win
+//! over the `options` given for everything they record (filter, prefix extractor,
+//! range filter, block layout, level sizing), so a store written with prefix or range
+//! filters comes back with them; `options` supplies the rest (file system, caches)
+//! and the policies and extractors the file names. A missing or damaged settings file
+//! leaves `options` as given; a damaged one is rewritten from them (reported).
 //!
 //! Sequence numbers make the rebuild independent of where each table used to sit:
 //! every entry carries the number of the write that made it, so merging by it gives
 //! each key its newest surviving version whatever the order or level of the inputs.
 //!
 //! Crash safety: nothing the old state needs is changed before the new manifest is
-//! durable, except tables that fail verification, which are renamed into `lost/`
-//! (and both directories fsynced) first — after the commit point repair deletes the
-//! tables the new manifest does not name. A crash before the commit point leaves new
-//! tables that no manifest names: with a usable manifest they are ignored, and the
-//! next open moves them into `lost/`; without one, the next repair reads them as
-//! inputs, and they only repeat
-//! entries (same keys, same sequence numbers) that the other inputs still hold.
+//! durable, except tables that fail verification or that the manifest does not name,
+//! which are renamed into `lost/` (and both directories fsynced) first; after the
+//! commit point repair deletes only its input tables, whose entries the new tables
+//! hold. A crash before the commit point leaves new tables that no manifest names:
+//! with a usable manifest they are ignored, and the next open or repair moves them
+//! into `lost/`; without one, the next repair reads them as inputs, and they only
+//! repeat entries (same keys, same sequence numbers) that the other inputs still hold.
 //!
 //! Limit: without a usable manifest, repair cannot tell a live table from one that a
 //! finished compaction had made obsolete but not yet deleted (a crash in between). If
@@ -56,6 +69,7 @@ use crate::merge::{MergeIter, Source};
 use crate::options::{Options, WalRecovery};
 use crate::recovery::{self, DroppedSpan};
 use crate::retain::Retain;
+use crate::settings::{load_options, Settings, SettingsState};
 use crate::sstable::check_file;
 use crate::sstable::TableCache;
 use crate::stats::Counters;
@@ -103,10 +117,21 @@ pub struct RepairReport {
     pub level: usize,
     /// Live entries written (tombstones are dropped: nothing older survives under them).
     pub entries_written: u64,
+    /// What the store's settings file held; repair built with those settings when
+    /// `Recorded`, with the options given otherwise.
+    pub settings: SettingsState,
+    /// Settings in the file this build could not apply (see `LoadedOptions::ignored`).
+    pub settings_ignored: Vec<String>,
 }
 
 impl fmt::Display for RepairReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.settings != SettingsState::Recorded {
+            writeln!(f, "settings: {}", self.settings)?;
+        }
+        for i in &self.settings_ignored {
+            writeln!(f, "settings: ignored {i}")?;
+        }
         if !self.repaired {
             return writeln!(f, "the store needs no repair; nothing was changed");
         }
@@ -191,6 +216,17 @@ fn no_store_to_repair(dir: &Path) -> Error {
 pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
     options.validate()?;
     let dir = store_dir(path.as_ref())?;
+    let loaded = load_options(&dir, options)?;
+    if !loaded.unresolved.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{} was written with {}; repair would rebuild its tables without it. Repair \
+             from a program that has it (repair(path, options) with it in the options), \
+             or remove SETTINGS to rebuild with the options given",
+            dir.display(),
+            loaded.unresolved.join(" and ")
+        )));
+    }
+    let options = loaded.options;
     let fs = options.file_system.clone();
     if !fs.exists(&dir) {
         return Err(Error::InvalidArgument(format!(
@@ -210,7 +246,11 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
         Err(e) => return Err(e.into()),
     };
     let names = fs.list(&dir)?;
-    let mut report = RepairReport::default();
+    let mut report = RepairReport {
+        settings: loaded.state,
+        settings_ignored: loaded.ignored,
+        ..RepairReport::default()
+    };
 
     // Diagnose.
     let state = match manifest::read_manifest(fs.as_ref(), &dir) {
@@ -278,13 +318,30 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     }
     if state.is_some() && report.problems.is_empty() {
         match recovery::replay(fs.as_ref(), &dir, &wals, options.wal_recovery, floor) {
-            Ok(_) => return Ok(report), // opens as it is: nothing to repair
+            Ok(_) => {
+                // Opens as it is: nothing to rebuild. Damaged settings are all there
+                // is to mend (missing ones, as an older store has, the next open writes).
+                if let SettingsState::Damaged(why) = &report.settings {
+                    report.problems.push(format!("SETTINGS is damaged: {why}"));
+                    Settings::of(&options).write(fs.as_ref(), &dir)?;
+                    report.repaired = true;
+                }
+                return Ok(report);
+            }
             Err(e) => report.problems.push(format!("log damaged: {e}")),
         }
     }
 
     // Rebuild. First move failing tables aside, durably, while a manifest may still
     // name them: after the commit point an unnamed table would count as obsolete.
+    // Tables the manifest does not name are moved aside too, as open moves them:
+    // nothing proves their entries are elsewhere, so they are never deleted.
+    if state.is_some() {
+        let named: HashSet<u64> = tables.iter().copied().collect();
+        for &number in table_files.iter().filter(|n| !named.contains(n)) {
+            failed.push((number, "not named by the manifest".to_string()));
+        }
+    }
     if !failed.is_empty() {
         let lost = filename::lost_dir(&dir);
         fs.create_dir_all(&lost)?;
@@ -348,9 +405,16 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let version = Version::empty().apply(&[], written.into_iter().map(|h| (level, h)).collect());
     let wal_number = next_number.fetch_add(1, Ordering::Relaxed);
     let next = next_number.load(Ordering::Relaxed);
+    if report.settings != SettingsState::Recorded {
+        Settings::of(&options).write(fs.as_ref(), &dir)?;
+    }
     write_state(&fs, &dir, &version, wal_number, next, last_sequence)?;
-    let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
-    remove_obsolete(&fs, &dir, Some(&live), wal_number);
+    // Only the inputs go: their entries are in the new tables. Every other table
+    // the directory held was moved into `lost/` above.
+    for t in &sound {
+        let _ = fs.remove(&filename::table_path(&dir, t.number));
+    }
+    remove_obsolete(&fs, &dir, None, wal_number);
     report.repaired = true;
     Ok(report)
 }

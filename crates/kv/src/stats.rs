@@ -73,6 +73,8 @@ pub struct Counters {
     pub compaction_bytes_read: AtomicU64,
     /// Bytes of tables compactions wrote.
     pub compaction_bytes_written: AtomicU64,
+    /// How long the `Db::open` that made this store's handle took, in microseconds.
+    pub open_micros: AtomicU64,
 }
 
 /// One thread's share of the read path's counters, alone on its cache lines.
@@ -411,6 +413,9 @@ pub struct DbStats {
     /// `data_block_reads`, but not a read syscall, so the kernel's `syscr` sees
     /// `data_block_reads - uring_reads` of the store's reads. 0 without the feature.
     pub uring_reads: u64,
+    /// How long the `Db::open` that made this handle took, in microseconds (manifest,
+    /// tables, log replay, and any flush of what the logs held).
+    pub open_micros: u64,
 }
 
 impl DbStats {
@@ -523,6 +528,7 @@ impl Counters {
             multi_get_lookups_saved: self.sum(|s| &s.multi_get_lookups_saved),
             multi_get_overlapped_reads: self.sum(|s| &s.multi_get_overlapped_reads),
             uring_reads: self.sum(|s| &s.uring_reads),
+            open_micros: get(&self.open_micros),
         }
     }
 }

@@ -6,7 +6,9 @@
 //!  MANIFEST  the live tables, the oldest live log, the next file number
 //!  000007.log, 000009.log   logs from the manifest's number on: replayed at open
 //!  000005.sst …             tables: live if the manifest names them
-//!  *.sst.tmp, MANIFEST.tmp  being written when the store stopped: never live, deleted
+//!  SETTINGS                 how tables and levels are made (see `settings`)
+//!  *.sst.tmp, MANIFEST.tmp, SETTINGS.tmp
+//!                           being written when the store stopped: never live, deleted
 //!  lost/                    tables no manifest names, moved aside at open (never deleted)
 //! ```
 //!
@@ -113,7 +115,9 @@ pub(crate) fn remove_obsolete(
         let obsolete = match parse_file_name(&name) {
             Some(FileKind::Table(n)) => live.is_some_and(|live| !live.contains(&n)),
             Some(FileKind::Wal(n)) => n < live_wal,
-            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => true,
+            Some(FileKind::TempTable(_))
+            | Some(FileKind::ManifestTemp)
+            | Some(FileKind::SettingsTemp) => true,
             _ => false,
         };
         if obsolete {
@@ -204,7 +208,9 @@ pub(crate) fn tidy_before_writing(
     let mut unlisted = Vec::new();
     for name in names {
         match parse_file_name(name) {
-            Some(FileKind::TempTable(_)) | Some(FileKind::ManifestTemp) => {
+            Some(FileKind::TempTable(_))
+            | Some(FileKind::ManifestTemp)
+            | Some(FileKind::SettingsTemp) => {
                 let path = dir.join(name);
                 match fs.remove(&path) {
                     Ok(()) => {}
@@ -241,6 +247,41 @@ pub(crate) fn free_name(fs: &dyn FileSystem, dir: &Path, name: &str) -> PathBuf 
         candidate = dir.join(format!("{name}.{i}"));
     }
     candidate
+}
+
+/// Leaves the clean-close mark (`CLOSED`, the bytes of a `recovery::ClosedMark`)
+/// durably: created, written, fsynced, then the directory fsynced. Best effort, as a
+/// missing mark only costs the next open a flush: an error leaves no mark or a torn
+/// one, which fails its CRC and is ignored.
+///
+/// Why durable: a mark lost to a power loss after a clean close would cost that flush
+/// for nothing. (A mark is trusted only when the log's length is exactly what it
+/// says, so even a stale one cannot vouch for bytes written after it.)
+pub(crate) fn write_closed_mark(fs: &Arc<dyn FileSystem>, dir: &Path, mark: &[u8]) {
+    let path = filename::closed_path(dir);
+    let written = (|| {
+        let mut file = fs.create(&path)?;
+        file.append(mark)?;
+        file.sync()?;
+        fs.sync_dir(dir)
+    })();
+    if written.is_err() {
+        let _ = fs.remove(&path);
+    }
+}
+
+/// Removes the clean-close mark before the open that read it takes a write, durably
+/// (the directory fsynced): the mark vouches for one session's log once, and a
+/// removal undone by a power loss would bring back a mark for a log this session may
+/// have appended to. An error fails the open.
+pub(crate) fn remove_closed_mark(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<()> {
+    match fs.remove(&filename::closed_path(dir)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e.into()),
+    }
+    fs.sync_dir(dir)?;
+    Ok(())
 }
 
 /// The number in a store file's name, if it has one.

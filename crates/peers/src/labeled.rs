@@ -1,6 +1,6 @@
 //! A store under another row label, so bloomkv's rows say "bloomkv" beside the peers.
 
-use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters};
+use bloomkv_bench::{BenchError, BenchStore, FilterShape, StoreCounters, KEY_LEN};
 
 /// `S` with its rows labeled `label`; everything else passes through.
 pub struct Labeled<S> {
@@ -44,6 +44,10 @@ impl<S: BenchStore> BenchStore for Labeled<S> {
         self.inner.get(key)
     }
 
+    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
+        self.inner.multi_get(keys)
+    }
+
     fn counters(&self) -> StoreCounters {
         self.inner.counters()
     }
@@ -58,6 +62,10 @@ impl<S: BenchStore> BenchStore for Labeled<S> {
 
     fn drop_caches(&self) {
         self.inner.drop_caches()
+    }
+
+    fn uring_reads(&self) -> Option<u64> {
+        self.inner.uring_reads()
     }
 
     fn disk_bytes(&self) -> Option<u64> {

@@ -21,12 +21,12 @@ use std::time::Instant;
 use bloomkv::kv::{FilterAllocation, FilterKind, Options};
 use bloomkv_bench::{
     compare_to_baseline, render_savings_svg, run_store, Allocation, AllocationRun, Bar, BenchArgs,
-    BenchError, BloomkvStore, FilterSetting, Phase, Row, WorkDir, Workload,
+    BenchError, BenchStore, BloomkvStore, FilterSetting, Phase, Row, WorkDir, Workload,
 };
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::environment::Environment;
 use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};
-use bloomkv_peers::multi::{multi_label, run_multi_phase, MultiGet};
+use bloomkv_peers::multi::{multi_label, run_multi_phase};
 use bloomkv_peers::plan::run_order;
 use bloomkv_peers::ratios::{all_ratios, print_ratios, Ratio, Verdict};
 use bloomkv_peers::report::{self, PeersReport, RunRecord, Setting};
@@ -178,7 +178,7 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
 }
 
 /// Opens a flat-shape store.
-type FlatMaker = Box<dyn Fn(PathBuf, &Workload) -> Result<Box<dyn MultiGet>, BenchError>>;
+type FlatMaker = Box<dyn Fn(PathBuf, &Workload) -> Result<Box<dyn BenchStore>, BenchError>>;
 /// Opens a store with compaction on.
 type AutoMaker = Box<dyn Fn(PathBuf, &Workload, Layout) -> Result<AutoStore, BenchError>>;
 
@@ -265,7 +265,7 @@ fn flat_bloomkv(label: &str, filter: FilterSetting, cache: CacheSize, lz4: bool)
                 if lz4 { "lz4" } else { "none" },
                 w.block_align,
             )?;
-            Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn MultiGet>)
+            Ok(Box::new(Labeled::new(l.clone(), store)) as Box<dyn BenchStore>)
         })),
     }
 }
@@ -306,7 +306,7 @@ fn flat_fjall(label: &str, filter: FjallFilter, cache: CacheSize, lz4: bool) -> 
                 cache,
                 Layout::Flat,
                 lz4,
-            )?) as Box<dyn MultiGet>)
+            )?) as Box<dyn BenchStore>)
         })),
     }
 }
@@ -350,7 +350,7 @@ fn flat_rocksdb(label: &str, filter: bool, cache: CacheSize, lz4: bool, counted:
                 Layout::Flat,
                 lz4,
                 counted,
-            )?) as Box<dyn MultiGet>)
+            )?) as Box<dyn BenchStore>)
         })),
     }
 }

@@ -17,42 +17,9 @@
 use std::time::Instant;
 
 use bloomkv_bench::{
-    in_shares, lookup_keys, BenchError, BenchStore, BloomkvStore, OsIo, OsReads, Phase,
-    PhaseResult, Progress, StoreCounters, Workload, KEY_LEN,
+    in_shares, lookup_keys, BenchError, BenchStore, OsIo, OsReads, Phase, PhaseResult, Progress,
+    StoreCounters, Workload, KEY_LEN,
 };
-
-use crate::{FjallStore, Labeled};
-
-/// A store that can look up a batch of keys: the flat shape's stores.
-pub trait MultiGet: BenchStore {
-    /// Looks every key of `keys` up; the number found.
-    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError>;
-}
-
-impl MultiGet for Labeled<BloomkvStore> {
-    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
-        let db = self.inner().db().ok_or("store is closed")?;
-        Ok(db.multi_get(keys)?.iter().filter(|v| v.is_some()).count() as u64)
-    }
-}
-
-impl MultiGet for FjallStore {
-    /// fjall has no multi-get: a loop of gets, as its users write it.
-    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
-        let mut found = 0;
-        for k in keys {
-            found += u64::from(self.get(k)?);
-        }
-        Ok(found)
-    }
-}
-
-#[cfg(feature = "rocksdb")]
-impl MultiGet for crate::RocksDbStore {
-    fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {
-        crate::RocksDbStore::multi_get(self, keys)
-    }
-}
 
 /// `after − before`, counter by counter (`None` where either is).
 fn minus(after: StoreCounters, before: StoreCounters) -> StoreCounters {
@@ -75,7 +42,7 @@ pub fn multi_label(label: &str, batch: usize) -> String {
 /// One lookup phase in batches of `batch` keys: the same keys as the single-get
 /// phase, the same counters and clock.
 pub fn run_multi_phase(
-    store: &dyn MultiGet,
+    store: &dyn BenchStore,
     w: &Workload,
     phase: Phase,
     batch: usize,
@@ -118,7 +85,8 @@ mod tests {
     use super::*;
     use bloomkv_bench::{load, FilterSetting, NoProgress};
 
-    use crate::{CacheSize, FjallFilter, Layout};
+    use crate::{CacheSize, FjallFilter, FjallStore, Labeled, Layout};
+    use bloomkv_bench::BloomkvStore;
 
     /// Every store's batched phase finds exactly what its single gets find.
     #[test]
@@ -132,7 +100,7 @@ mod tests {
         };
         let bloomkv =
             BloomkvStore::create(dir.path().join("b"), FilterSetting::CacheLocal, 10.0).unwrap();
-        let mut stores: Vec<Box<dyn MultiGet>> = vec![
+        let mut stores: Vec<Box<dyn BenchStore>> = vec![
             Box::new(Labeled::new("b", bloomkv)),
             Box::new(
                 FjallStore::create(

@@ -138,7 +138,10 @@ impl RocksDbStore {
 
     /// Looks `keys` up with one batched `MultiGet` (`batched_multi_get_cf_opt` on the
     /// default column family, keys not sorted first); the number found.
-    pub fn multi_get(&self, keys: &[[u8; bloomkv_bench::KEY_LEN]]) -> Result<u64, BenchError> {
+    pub fn batched_multi_get(
+        &self,
+        keys: &[[u8; bloomkv_bench::KEY_LEN]],
+    ) -> Result<u64, BenchError> {
         let db = self.db()?;
         let cf = db
             .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
@@ -263,6 +266,10 @@ impl BenchStore for RocksDbStore {
             .db()?
             .get_pinned_opt(key, &self.read_options)?
             .is_some())
+    }
+
+    fn multi_get(&self, keys: &[[u8; bloomkv_bench::KEY_LEN]]) -> Result<u64, BenchError> {
+        self.batched_multi_get(keys)
     }
 
     /// RocksDB's tickers in a counted run; nothing otherwise (statistics off).

@@ -10,7 +10,6 @@ use bloomkv_filter::FilterPolicy;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filename;
 use crate::fs::{FileLock, FileSystem};
 use crate::memtable::{ByteArena, Memtable};
 use crate::options::Options;
@@ -305,9 +304,7 @@ impl Inner {
             wal: w.wal_number,
             wal_len: w.wal_start + w.wal.bytes_written(),
         };
-        if let Ok(mut file) = self.fs.create(&filename::closed_path(&self.dir)) {
-            let _ = file.append(&mark.encode());
-        }
+        crate::store_dir::write_closed_mark(&self.fs, &self.dir, &mark.encode());
     }
 
     pub(super) fn check_bg_error(&self) -> Result<()> {

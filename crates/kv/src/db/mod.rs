@@ -60,6 +60,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::recovery::RecoveryReport;
 use crate::scan::{own_bounds, ScanIter};
+use crate::settings::SettingsReport;
 use crate::stats::DbStats;
 use crate::table_files::TableInfo;
 use crate::write_batch::{self, WriteBatch};
@@ -87,6 +88,8 @@ pub struct Db {
     closed: AtomicBool,
     /// What open replayed from the logs and what it dropped.
     recovery: RecoveryReport,
+    /// What open found in the settings file, and whether it rewrote it.
+    settings: SettingsReport,
 }
 
 impl Db {
@@ -95,6 +98,15 @@ impl Db {
     /// also `DbStats::wal_tail_bytes_dropped`).
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
+    }
+
+    /// What open found in the store's settings file (`SETTINGS`: how its tables and
+    /// levels are made) and whether it rewrote it. The options given to open win: a
+    /// writable open rewrites a file that is missing, damaged or different, so it
+    /// says how the newest tables are made; a read-only open only reads it. See
+    /// [`load_options`](crate::load_options) to open a store with what it records.
+    pub fn settings_report(&self) -> &SettingsReport {
+        &self.settings
     }
 
     /// Sets `key` to `value`.

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::filename;
@@ -23,10 +24,12 @@ use crate::memtable::Memtable;
 use crate::options::Options;
 use crate::recovery::{self, ClosedMark, RecoveryReport, Replayed};
 use crate::retain::Retain;
+use crate::settings::{self, SettingsReport};
 use crate::stats::add;
 use crate::store_dir::{
-    discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_obsolete, store_dir,
-    stray_store_file, table_level, tidy_before_writing, write_state, DirState,
+    discard_unrecorded, file_number, live_wals, no_manifest, no_store, remove_closed_mark,
+    remove_obsolete, store_dir, stray_store_file, table_level, tidy_before_writing, write_state,
+    DirState,
 };
 use crate::types::SeqNo;
 use crate::version::Version;
@@ -62,14 +65,28 @@ impl Db {
     /// With [`Options::read_only`] nothing is written, no lock is taken, and the logs
     /// are replayed into memory only: see [`Options::read_only`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        let started = Instant::now();
+        let db = Db::open_timed(path.as_ref(), options)?;
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        db.inner
+            .counters
+            .open_micros
+            .store(micros, Ordering::Relaxed);
+        Ok(db)
+    }
+
+    /// [`Db::open`]'s steps (see there); the caller times them.
+    fn open_timed(path: &Path, options: Options) -> Result<Db> {
         options.validate()?;
-        let dir = store_dir(path.as_ref())?;
+        let dir = store_dir(path)?;
         if options.read_only {
             return open_read_only(dir, options);
         }
         let lock = lock_dir(&dir, &options)?;
         let parts = Parts::new(dir, options)?;
         let (state, names, moved_aside) = read_state_and_tidy(&parts)?;
+        // Before the manifest of a new store: a store with a manifest has its settings.
+        let settings = settings::at_open(parts.fs.as_ref(), &parts.dir, &parts.options)?;
         let version = recover_tables(&parts, &state)?;
         let next_file_number = next_file_number(&names, &state);
         let (wals, mut replayed) = recover_logs(&parts, &names, &state)?;
@@ -78,19 +95,25 @@ impl Db {
             keep_or_flush(&parts, &state, version, &wals, replayed, next_file_number)?;
         let inner = Arc::new(Inner::new(parts, recovered, Some(lock)));
         let worker = background::spawn(&inner)?;
-        let db = handle(inner, Some(worker), report);
+        let db = handle(inner, Some(worker), report, settings);
         db.inner.schedule();
         Ok(db)
     }
 }
 
 /// The handle on a store's shared state (`worker`: its background thread, if any).
-fn handle(inner: Arc<Inner>, worker: Option<JoinHandle<()>>, recovery: RecoveryReport) -> Db {
+fn handle(
+    inner: Arc<Inner>,
+    worker: Option<JoinHandle<()>>,
+    recovery: RecoveryReport,
+    settings: SettingsReport,
+) -> Db {
     Db {
         inner,
         worker: Mutex::new(worker),
         closed: AtomicBool::new(false),
         recovery,
+        settings,
     }
 }
 
@@ -212,11 +235,10 @@ fn keep_or_flush(
         mut report,
     } = replayed;
     // The mark vouches for the logs once: whatever happens next, this session's
-    // own clean close must write a new one. (A mark that cannot be removed is
-    // harmless: the first append makes the log longer than it says.)
+    // own clean close must write a new one. Removed durably before any write.
     let mark = ClosedMark::read(fs.as_ref(), dir);
-    if mark.is_some() {
-        let _ = fs.remove(&filename::closed_path(dir));
+    if fs.exists(&filename::closed_path(dir)) {
+        remove_closed_mark(fs, dir)?;
     }
     let keep = recovery::can_keep(&report, &memtable, parts.options.memtable_size, mark);
     let recovered = match (wals.first(), report.wals.last()) {
@@ -371,8 +393,10 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
         last_sequence: state.last_sequence(),
         next_file_number: state.next_file_number(),
     };
+    // Read, never written (the options given have `read_only` set).
+    let settings = settings::at_open(parts.fs.as_ref(), dir, options)?;
     let inner = Arc::new(Inner::new(parts, recovered, None));
-    Ok(handle(inner, None, replayed.report))
+    Ok(handle(inner, None, replayed.report, settings))
 }
 
 /// The log "writer" of a read-only open: every write is refused before it gets here.
