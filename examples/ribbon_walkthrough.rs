@@ -224,10 +224,12 @@ fn walkthrough() -> Result<String, FilterError> {
 
     let _ = writeln!(
         w,
-        "\n7. The filter block's Ribbon (64-slot rows), {REAL_KEYS} keys, {REAL_SETS} key sets: blocks that\n   came out Ribbon (the rest fell back to Bloom after {RIBBON_MAX_ATTEMPTS} seeds), by slots per key"
+        "\n7. The filter block's standard Ribbon (format version 3, 64-slot rows; version 4's bumped\n   layers need no slack), {REAL_KEYS} keys, {REAL_SETS} key sets: blocks that\n   came out Ribbon (the rest fell back to Bloom after {RIBBON_MAX_ATTEMPTS} seeds), by slots per key"
     );
     for factor in SLOT_FACTORS {
-        let policy = RibbonPolicy::new(10.0)?.with_slots_per_key(factor)?;
+        let policy = RibbonPolicy::new(10.0)?
+            .with_format_version(3)?
+            .with_slots_per_key(factor)?;
         let mut ribbons = 0;
         for set in 0..REAL_SETS {
             let mut builder = policy.new_builder();
