@@ -68,11 +68,6 @@ struct Cli {
     /// `--rows "bloomkv cache-local,bloomkv ribbon,fjall,fjall 8M,rocksdb"`.
     #[arg(long)]
     rows: Option<String>,
-    /// Add, for every flat row, a twin that looks the same keys up in batches of
-    /// this many (bloomkv `Db::multi_get`, RocksDB's batched MultiGet, fjall a loop
-    /// of gets); 0 adds none.
-    #[arg(long, default_value_t = 0)]
-    multi_get: usize,
     /// Leave out the timed fill (flat shape only).
     #[arg(long, conflicts_with = "fill_only")]
     no_fill: bool,
@@ -171,7 +166,7 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
             "is about lookups: --fill-only runs none",
         )?;
     }
-    if cli.multi_get == 1 {
+    if cli.bench.multi_get == 1 {
         return Err("--multi-get 1 is the single-get rows; give 2 or more (0: none)".into());
     }
     Ok(())
@@ -699,7 +694,7 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     // fjall's counters are compiled in or not: a build with them is a counted run.
     let mode = Mode {
         counted: cli.counted || fjall_metrics,
-        multi_get: cli.multi_get,
+        multi_get: cli.bench.multi_get,
     };
     if args.shape == "flat" && args.tables > fjall_store::MAX_TABLES {
         return Err(format!(
