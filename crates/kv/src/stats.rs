@@ -75,6 +75,10 @@ pub struct Counters {
     pub compaction_bytes_written: AtomicU64,
     /// How long the `Db::open` that made this store's handle took, in microseconds.
     pub open_micros: AtomicU64,
+    /// A running average of how long a batch's block reads took, in nanoseconds
+    /// (0: none yet). Not a figure for users: it decides whether a batch tells the OS
+    /// about its reads ahead of time (`sstable/file.rs`, `ReadAhead`).
+    pub batch_read_nanos: AtomicU64,
 }
 
 /// One thread's share of the read path's counters, alone on its cache lines.

@@ -10,6 +10,7 @@
 //! (see `db.rs`). A reader holding an `Arc<Version>` keeps reading the tables it saw,
 //! even if a compaction retires them meanwhile (an open file outlives its unlink).
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use bloomkv_filter::{KeyHash, RibbonProbe};
@@ -246,11 +247,11 @@ impl Version {
         batch_tally: &mut BatchTally,
         found: &mut [Option<Hit>],
     ) -> Result<()> {
-        let key = |k: &u32| batch[*k as usize].key;
         let mut run = Vec::new();
         let mut ask = |handle: &TableHandle,
                        keys: &[u32],
                        tally: &mut ReadTally,
+                       batch_tally: &mut BatchTally,
                        found: &mut [Option<Hit>]|
          -> Result<()> {
             run.clear();
@@ -263,50 +264,63 @@ impl Version {
                 .table
                 .read_batch(batch, &run, read_seq, tally, batch_tally, found)
         };
-        for handle in &self.levels[0] {
+        // Once a table has had to read, the batch is meeting the device: the blocks
+        // every later table may need are hinted to the OS at once, so their device
+        // reads overlap with the ones before them instead of waiting for their table's
+        // turn (`Version::hint_from`).
+        let mut hinted = false;
+        for (i, handle) in self.levels[0].iter().enumerate() {
             if pending.is_empty() {
                 return Ok(());
             }
-            let lo = pending.partition_point(|k| keycmp::less(key(k), handle.smallest()));
-            let hi =
-                lo + pending[lo..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
-            if lo == hi {
+            let covered = covered_run(batch, &pending, handle);
+            if covered.is_empty() {
                 continue;
             }
-            ask(handle, &pending[lo..hi], tally, found)?;
+            ask(handle, &pending[covered], tally, batch_tally, found)?;
             pending.retain(|&k| found[k as usize].is_none());
+            if !hinted && batch_tally.cache_misses > 0 {
+                hinted = true;
+                self.hint_from(batch, &pending, i + 1);
+            }
         }
         for (n, level) in self.levels.iter().enumerate().skip(1) {
             if pending.is_empty() {
                 return Ok(());
             }
-            if level.is_empty() {
-                continue;
-            }
-            // The level's tables are disjoint and sorted: walk the keys, each time to
-            // the table that may hold the next one, and hand it the keys up to its
-            // largest.
-            let mut start = 0;
-            while let Some(first) = pending.get(start) {
-                let t = level.partition_point(|h| keycmp::less(h.largest(), key(first)));
-                let Some(handle) = level.get(t) else {
-                    break; // past the level's last key
-                };
-                let hi = start
-                    + pending[start..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
-                let lo = start
-                    + pending[start..hi]
-                        .partition_point(|k| keycmp::less(key(k), handle.smallest()));
-                if lo < hi {
-                    let mark = tally.mark();
-                    ask(handle, &pending[lo..hi], tally, found)?;
-                    tally.close_level(n, mark);
-                }
-                start = hi;
+            for (t, keys) in level_runs(batch, &pending, level) {
+                let mark = tally.mark();
+                ask(&level[t], &pending[keys], tally, batch_tally, found)?;
+                tally.close_level(n, mark);
             }
             pending.retain(|&k| found[k as usize].is_none());
+            if !hinted && batch_tally.cache_misses > 0 {
+                hinted = true;
+                self.hint_deeper(batch, &pending, n + 1);
+            }
         }
         Ok(())
+    }
+
+    /// Hints the uncached blocks `pending` may need in L0's tables from position
+    /// `first` on and in every deeper level (see [`Table::hint_batch`]).
+    fn hint_from(&self, batch: &[BatchKey], pending: &[u32], first: usize) {
+        for handle in self.levels[0].iter().skip(first) {
+            let covered = covered_run(batch, pending, handle);
+            if !covered.is_empty() {
+                handle.table.hint_batch(batch, &pending[covered]);
+            }
+        }
+        self.hint_deeper(batch, pending, 1);
+    }
+
+    /// Hints the uncached blocks `pending` may need on the levels from `first` down.
+    fn hint_deeper(&self, batch: &[BatchKey], pending: &[u32], first: usize) {
+        for level in self.levels.iter().skip(first.max(1)) {
+            for (t, keys) in level_runs(batch, pending, level) {
+                level[t].table.hint_batch(batch, &pending[keys]);
+            }
+        }
     }
 
     /// All live tables, L0 first.
@@ -371,6 +385,42 @@ impl Version {
         let l0_bounds = L0Bounds::new(&levels[0]);
         Version { levels, l0_bounds }
     }
+}
+
+/// The positions of `pending` (sorted by key) that fall within `handle`'s key range.
+fn covered_run(batch: &[BatchKey], pending: &[u32], handle: &TableHandle) -> Range<usize> {
+    let key = |k: &u32| batch[*k as usize].key;
+    let lo = pending.partition_point(|k| keycmp::less(key(k), handle.smallest()));
+    let hi = lo + pending[lo..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
+    lo..hi
+}
+
+/// The tables of one sorted, disjoint `level` that `pending` (sorted by key) meets,
+/// each with the positions of the keys it covers: the keys are walked, each time to
+/// the table that may hold the next one, which takes the keys up to its largest.
+fn level_runs(
+    batch: &[BatchKey],
+    pending: &[u32],
+    level: &[Arc<TableHandle>],
+) -> Vec<(usize, Range<usize>)> {
+    let key = |k: &u32| batch[*k as usize].key;
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while let Some(first) = pending.get(start) {
+        let t = level.partition_point(|h| keycmp::less(h.largest(), key(first)));
+        let Some(handle) = level.get(t) else {
+            break; // past the level's last key
+        };
+        let hi =
+            start + pending[start..].partition_point(|k| !keycmp::less(handle.largest(), key(k)));
+        let lo =
+            start + pending[start..hi].partition_point(|k| keycmp::less(key(k), handle.smallest()));
+        if lo < hi {
+            runs.push((t, lo..hi));
+        }
+        start = hi;
+    }
+    runs
 }
 
 #[cfg(test)]

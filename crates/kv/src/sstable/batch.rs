@@ -53,6 +53,8 @@ pub(crate) struct BatchTally {
     pub(crate) lookups_saved: u64,
     /// Block reads issued together with others.
     pub(crate) overlapped_reads: u64,
+    /// Blocks the cache lacked (each then read): the batch is meeting the device.
+    pub(crate) cache_misses: u64,
 }
 
 impl Table {
@@ -93,6 +95,38 @@ impl Table {
         keys.truncate(kept);
     }
 
+    /// Tells the OS which uncached data blocks this table would read for `keys`
+    /// (positions in `batch`, sorted, each within the table's range): the blocks of the
+    /// keys its filter lets through. Nothing is tallied — the walk that reads the
+    /// blocks later asks the filter again and counts as a get would — so a key that an
+    /// earlier table answers only costs its hinted block's device read, never a counted
+    /// one.
+    pub(crate) fn hint_batch(&self, batch: &[BatchKey], keys: &[u32]) {
+        let t = &*self.inner;
+        if !t.file.reads_wait_on_device() {
+            return; // the pages are in the OS's cache: hints would only cost
+        }
+        let mut handles = Vec::new();
+        let mut last = None;
+        for &k in keys {
+            let k = &batch[k as usize];
+            if let Some(filter) = &t.filter {
+                if !filter.may_contain_hash(k.hash) {
+                    continue;
+                }
+            }
+            let i = t.index.find(k.key);
+            if last == Some(i) {
+                continue;
+            }
+            last = Some(i);
+            if let Some(handle) = t.index.handle(i) {
+                handles.push(handle);
+            }
+        }
+        t.file.hint_uncached(&handles);
+    }
+
     /// Looks up each key of `keys` (positions in `batch`, sorted by key, each within
     /// the table's range and let through by its filter) as of `read_seq`, and puts what
     /// the table holds of it in `found` (indexed like `batch`). Keys in one data block
@@ -123,9 +157,11 @@ impl Table {
             }
         }
         let handles: Vec<BlockHandle> = groups.iter().map(|g| g.1).collect();
-        let blocks = t
-            .file
-            .read_data_blocks(&handles, &mut batch_tally.overlapped_reads)?;
+        let blocks = t.file.read_data_blocks(
+            &handles,
+            &mut batch_tally.overlapped_reads,
+            &mut batch_tally.cache_misses,
+        )?;
         for ((i, handle, run), block) in groups.into_iter().zip(blocks) {
             if run.len() > 1 {
                 batch_tally.shared_blocks += 1;

@@ -177,6 +177,13 @@ impl BlockCache {
         self.cache.get(&(table, offset)).map(|c| c.0)
     }
 
+    /// Whether the block at `offset` of table `table` is cached, without touching its
+    /// recency.
+    #[inline]
+    pub(crate) fn contains(&self, table: u64, offset: u64) -> bool {
+        self.cache.peek(&(table, offset)).is_some()
+    }
+
     /// Keeps `block` (decoded and validated) as the block at `offset` of `table`, if
     /// [`Admission`] lets it in.
     pub(crate) fn insert(&self, table: u64, offset: u64, block: Block) {
