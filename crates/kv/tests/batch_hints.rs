@@ -117,8 +117,7 @@ fn a_batch_that_reads_hints_the_later_tables_then_stops_when_reads_are_fast() {
     let values = db.multi_get(&keys).unwrap();
     let after = db.stats();
     assert!(values.iter().all(Option::is_some));
-    let hinted: std::collections::BTreeSet<PathBuf> =
-        fs.hints.lock().unwrap().drain(..).collect();
+    let hinted: std::collections::BTreeSet<PathBuf> = fs.hints.lock().unwrap().drain(..).collect();
     // The three older tables were hinted before their turn.
     assert!(hinted.len() >= 3, "hinted files: {hinted:?}");
     // Hints are not reads: one counted read per key, as a loop of gets makes.

@@ -58,6 +58,10 @@ pub struct RocksDbStore {
     /// Statistics on: the counters are RocksDB's.
     counted: bool,
     db: Option<DB>,
+    /// The block cache asked for and whether blocks are compressed: a reopen builds its
+    /// options afresh from them, so it starts with an empty block cache.
+    cache: CacheSize,
+    lz4: bool,
     /// Keys written into each finished table, in order.
     table_keys: Vec<u64>,
     pending_keys: u64,
@@ -107,6 +111,8 @@ impl RocksDbStore {
             layout,
             counted,
             db: Some(db),
+            cache,
+            lz4,
             table_keys: Vec::new(),
             pending_keys: 0,
         })
@@ -256,6 +262,16 @@ impl BenchStore for RocksDbStore {
     fn reopen(&mut self) -> Result<(), BenchError> {
         // Dropping the handle closes the database (and joins its background threads).
         self.db = None;
+        // Options made anew: the block cache lives in the table factory the old options
+        // hold (RocksDB's default cache too), and would carry the blocks read before
+        // the reopen into the phases after it, where bloomkv's and fjall's start empty.
+        self.options = options(
+            self.bits_per_key,
+            self.cache,
+            self.layout,
+            self.lz4,
+            self.counted,
+        );
         self.db = Some(open(&self.options, &self.dir)?);
         Ok(())
     }
