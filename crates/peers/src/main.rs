@@ -26,7 +26,7 @@ use bloomkv_bench::{
 use bloomkv_peers::bloomkv_auto::BloomkvSetup;
 use bloomkv_peers::environment::Environment;
 use bloomkv_peers::fill::{self, levels_text, AutoStore, FillResult};
-use bloomkv_peers::multi::{multi_label, run_multi_phase};
+use bloomkv_peers::multi::multi_label;
 use bloomkv_peers::plan::run_order;
 use bloomkv_peers::ratios::{all_ratios, print_ratios, Ratio, Verdict};
 use bloomkv_peers::report::{self, PeersReport, RunRecord, Setting};
@@ -650,7 +650,13 @@ fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload, mode: Mode) -> Result<Out
                 let shape = store.filter_shape();
                 let label = multi_label(&unit.label, mode.multi_get);
                 for phase in [Phase::Absent, Phase::Present] {
-                    let result = run_multi_phase(store.as_ref(), w, phase, mode.multi_get, &bar)?;
+                    let result = bloomkv_bench::run_multi_get_phase(
+                        store.as_ref(),
+                        w,
+                        phase,
+                        mode.multi_get,
+                        &bar,
+                    )?;
                     let mut row = Row::new(&label, phase, &result, &shape, w.keys);
                     row.table_bytes = store.disk_bytes();
                     rows.push(row);
