@@ -52,6 +52,7 @@ mod inspect;
 mod keycmp;
 pub mod manifest;
 pub mod memtable;
+pub mod learned;
 mod merge;
 mod options;
 mod prefetch;
