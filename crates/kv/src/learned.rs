@@ -158,8 +158,7 @@ impl LearnedNegatives {
     /// Bytes held: every slot, hand and lock, occupied or not.
     pub fn memory_bytes(&self) -> usize {
         self.shards.len()
-            * (std::mem::size_of::<Mutex<Shard>>()
-                + self.sets_per_shard * (WAYS * SLOT_BYTES + 1))
+            * (std::mem::size_of::<Mutex<Shard>>() + self.sets_per_shard * (WAYS * SLOT_BYTES + 1))
     }
 
     /// The counts so far.
@@ -308,7 +307,19 @@ mod tests {
 
     #[test]
     fn memory_stays_within_every_budget() {
-        for budget in [0, 1, 63, 64, 100, 200, 1000, 4096, 65_536, 1 << 20, 12_345_678] {
+        for budget in [
+            0,
+            1,
+            63,
+            64,
+            100,
+            200,
+            1000,
+            4096,
+            65_536,
+            1 << 20,
+            12_345_678,
+        ] {
             match LearnedNegatives::new(budget) {
                 None => assert!(budget < 4 * SLOT_BYTES + 1 + 64, "budget {budget}"),
                 Some(l) => {
@@ -333,7 +344,10 @@ mod tests {
             uses: 0,
         });
         assert!(l.skips(7, 3, hash_with_fp(0xabcd, 1)));
-        assert!(l.skips(7, 3, hash_with_fp(0xabcd, 99)), "any key with that fp");
+        assert!(
+            l.skips(7, 3, hash_with_fp(0xabcd, 99)),
+            "any key with that fp"
+        );
         assert!(!l.skips(7, 4, hash_with_fp(0xabcd, 1)), "another block");
         assert!(!l.skips(8, 3, hash_with_fp(0xabcd, 1)), "another table");
         assert!(!l.skips(7, 3, hash_with_fp(0xabce, 1)), "another fp");
@@ -377,5 +391,122 @@ mod tests {
         // insertions into its set, so the hand never finds it at zero.
         assert!(held >= 4 * 1_990, "hot skips {held} of 8000");
         assert!(l.stats().entries <= 16);
+    }
+
+    /// A table of 2,000 keys in 512-byte blocks, with learned negatives attached.
+    fn table() -> (
+        crate::sstable::Table,
+        std::sync::Arc<crate::stats::Counters>,
+    ) {
+        use crate::sstable::test_util::{build, exact_options, open};
+        use crate::types::ValueKind;
+        let entries: Vec<_> = (0..2_000)
+            .map(|i| {
+                (
+                    format!("k{i:05}").into_bytes(),
+                    1,
+                    ValueKind::Put,
+                    b"v".to_vec(),
+                )
+            })
+            .collect();
+        let (data, _) = build(&entries, exact_options(512));
+        let (table, counters, _) = open(data);
+        counters
+            .learned
+            .set(LearnedNegatives::new(1 << 16).unwrap())
+            .unwrap();
+        (table.unwrap(), counters)
+    }
+
+    /// The first key after `prefix` + counter whose fingerprint is `fp` and whose index
+    /// search lands on block `i` (`same`) or off it (`!same`).
+    fn collide(t: &crate::sstable::Table, prefix: &str, fp: u16, i: usize, same: bool) -> String {
+        (0u64..)
+            .map(|n| format!("{prefix}{n}"))
+            .find(|k| {
+                fingerprint(KeyHash::of(k.as_bytes())) == fp
+                    && (t.inner.index.find(k.as_bytes()) == i) == same
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_key_of_the_block_with_the_fingerprint_refuses_learning() {
+        let (t, counters) = table();
+        let (learned, id) = t.learned().unwrap();
+        let p = "k01000";
+        let fp = fingerprint(KeyHash::of(p.as_bytes()));
+        let i = t.inner.index.find(p.as_bytes());
+        let block = t
+            .inner
+            .file
+            .read_data_block(t.inner.index.handle(i).unwrap())
+            .unwrap();
+        let a = collide(&t, &format!("{p}/"), fp, i, true);
+        learned.learn(id, i, KeyHash::of(a.as_bytes()), &block);
+        assert_eq!(
+            learned.stats().refused,
+            1,
+            "p shares a's fingerprint in block {i}"
+        );
+        assert_eq!(learned.stats().entries, 0);
+        // The same call for a key without a twin in the block is recorded: the
+        // refusal above came from the twin.
+        let other = (0u64..)
+            .map(|n| format!("{p}/{n}"))
+            .find(|k| fingerprint(KeyHash::of(k.as_bytes())) != fp)
+            .unwrap();
+        learned.learn(id, i, KeyHash::of(other.as_bytes()), &block);
+        assert_eq!(learned.stats().entries, 1);
+        let mut tally = crate::stats::ReadTally::default();
+        let hit = t
+            .read_hit_at(
+                p.as_bytes(),
+                KeyHash::of(p.as_bytes()),
+                crate::types::READ_LATEST,
+                &mut tally,
+            )
+            .unwrap();
+        assert!(hit.is_some());
+        drop(counters);
+    }
+
+    #[test]
+    fn a_fingerprint_learned_in_another_block_does_not_skip_a_key() {
+        let (t, _counters) = table();
+        let (learned, id) = t.learned().unwrap();
+        let p = "k01000";
+        let hash = KeyHash::of(p.as_bytes());
+        let i = t.inner.index.find(p.as_bytes());
+        // An absent key with p's fingerprint in a block far away, read and learned
+        // through the read path.
+        let a = collide(&t, "k01500/", fingerprint(hash), i, false);
+        let j = t.inner.index.find(a.as_bytes());
+        assert_ne!(i, j);
+        let mut tally = crate::stats::ReadTally::default();
+        let latest = crate::types::READ_LATEST;
+        assert!(t
+            .read_hit_at(a.as_bytes(), KeyHash::of(a.as_bytes()), latest, &mut tally)
+            .unwrap()
+            .is_none());
+        assert_eq!(learned.stats().learned, 1, "block {j} has no twin of a");
+        assert!(t
+            .read_hit_at(a.as_bytes(), KeyHash::of(a.as_bytes()), latest, &mut tally)
+            .unwrap()
+            .is_none());
+        assert_eq!(learned.stats().skips, 1, "the second ask is skipped");
+        // p has the very fingerprint learned, in block j; its search lands on i.
+        assert!(learned.skips(id, j, hash), "p would be skipped in block j");
+        let reads = tally.filter_true_positives;
+        assert!(t
+            .read_hit_at(p.as_bytes(), hash, latest, &mut tally)
+            .unwrap()
+            .is_some());
+        assert_eq!(tally.filter_true_positives, reads + 1);
+        assert_eq!(
+            t.get(p.as_bytes(), hash).unwrap().map(|e| e.value),
+            Some(bytes::Bytes::from_static(b"v"))
+        );
     }
 }

@@ -151,7 +151,8 @@ impl Table {
             for &k in &keys[run] {
                 let BatchKey { key, hash } = batch[k as usize];
                 let held_before = tally.filter_true_positives;
-                let hit = self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
+                let hit =
+                    self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
                 if let Some((learned, id)) = learned {
                     let held = hit.is_some();
                     self.learn_if_absent(learned, id, i, hash, &block, held, held_before, tally);

@@ -386,7 +386,16 @@ impl Table {
         };
         let held_before = tally.filter_true_positives;
         let found = self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
-        self.learn_if_absent(learned, id, i, hash, &block, found.is_some(), held_before, tally);
+        self.learn_if_absent(
+            learned,
+            id,
+            i,
+            hash,
+            &block,
+            found.is_some(),
+            held_before,
+            tally,
+        );
         Ok(found)
     }
 
