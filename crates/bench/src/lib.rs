@@ -57,7 +57,7 @@ pub use range::{
     print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
     RANGE_LENGTHS,
 };
-pub use report::{print_table, Machine, Report, Row, SweepPoint};
+pub use report::{print_learning, print_table, Machine, Report, Row, SweepPoint};
 pub use run::{
     check_lookups, os_read_disagreements, print_disk_bytes, run, run_stores, Bar, BenchArgs,
     MAX_COUNT, MAX_VALUE_SIZE,

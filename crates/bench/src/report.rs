@@ -263,6 +263,31 @@ fn pct(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Renders the results as an aligned text table.
+/// The absent rows' skew and learned negatives, one line each (nothing when every
+/// row is uniform and learned nothing).
+pub fn print_learning(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for r in rows.iter().filter(|r| r.phase == Phase::Absent) {
+        if r.absent_skew == "uniform" && r.learned_bytes.is_none() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{} (batch {}): absent keys {} after {} warm-up lookups; {:.6} reads/lookup; \
+             learned negatives {} bytes ({:.3} bits/key), {} reads skipped",
+            r.filter,
+            r.batch,
+            r.absent_skew,
+            r.absent_warmup,
+            r.reads_per_lookup,
+            r.learned_bytes.unwrap_or(0),
+            r.learned_bits_per_key.unwrap_or(0.0),
+            r.learned_skips.unwrap_or(0),
+        );
+    }
+    out
+}
+
 pub fn print_table(rows: &[Row]) -> String {
     let header = [
         "filter",

@@ -408,6 +408,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         compare_to_baseline(&mut rows, FilterSetting::None.name());
         bar.0.finish_and_clear();
         write!(out, "{}", print_table(&rows))?;
+        write!(out, "{}", crate::print_learning(&rows))?;
         write!(out, "{}", print_disk_bytes(&rows, &w))?;
         check_lookups(&rows)?;
         for line in os_read_disagreements(&rows) {
