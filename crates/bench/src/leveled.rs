@@ -28,8 +28,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use super::{
-    absent_warmup_keys, fill_value, in_shares, key, lookup_keys, threads_note, BenchError, NoProgress, NoSyncFs, Phase,
-    Progress, WorkDir, Workload,
+    absent_warmup_keys, fill_value, in_shares, key, lookup_keys, threads_note, BenchError,
+    NoProgress, NoSyncFs, Phase, Progress, WorkDir, Workload,
 };
 
 /// How filter memory is split in one leveled run.

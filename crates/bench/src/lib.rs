@@ -632,7 +632,10 @@ pub fn warm_up_absent(
         return Ok(());
     }
     let keys = absent_warmup_keys(w);
-    progress.start(&format!("{} absent warm-up", store.label()), keys.len() as u64);
+    progress.start(
+        &format!("{} absent warm-up", store.label()),
+        keys.len() as u64,
+    );
     let found = in_shares(&keys, w.threads, progress, |k| Ok(u64::from(store.get(k)?)))?;
     progress.finish();
     if found != 0 {

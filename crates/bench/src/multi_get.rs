@@ -23,8 +23,8 @@
 use std::time::Instant;
 
 use super::{
-    in_shares, load_timed, lookup_keys, run_phase, warm_up_absent, BenchError, BenchStore, FilterShape, OsIo,
-    OsReads, Phase, PhaseResult, Progress, Row, Workload,
+    in_shares, load_timed, lookup_keys, run_phase, warm_up_absent, BenchError, BenchStore,
+    FilterShape, OsIo, OsReads, Phase, PhaseResult, Progress, Row, Workload,
 };
 
 /// The largest `--multi-get` batch (a batch's keys and answers are held at once).

@@ -145,7 +145,9 @@ pub fn parse_absent_skew(s: &str) -> Result<Option<f64>, BenchError> {
         .and_then(|t| t.parse::<f64>().ok())
         .filter(|t| t.is_finite() && *t > 0.0 && *t != 1.0 && *t < 10.0)
         .ok_or_else(|| {
-            format!("--absent-skew takes uniform or zipf:THETA (0 < THETA < 10, THETA ≠ 1), got {s:?}")
+            format!(
+                "--absent-skew takes uniform or zipf:THETA (0 < THETA < 10, THETA ≠ 1), got {s:?}"
+            )
         })?;
     Ok(Some(theta))
 }
