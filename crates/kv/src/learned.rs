@@ -21,7 +21,8 @@
 //! `keys_per_block / 65,536`), never whether an answer is right. Table and block are
 //! stored whole; table ids come from a process-wide counter that is never reused.
 //!
-//! Memory is a fixed array of `sets × WAYS` slots of [`SLOT_BYTES`] each, sized from
+//! Memory is a fixed array of `sets × WAYS` slots of [`SLOT_BYTES`] each (plus
+//! [`SET_META_BYTES`] per set), sized from
 //! `Options::learned_memory` when the store opens and never grown. A slot's set is
 //! chosen by hashing the whole `(table, block, fingerprint)`; within a full set the
 //! victim is found CLOCK-fashion: each slot holds a small use count, raised by every
@@ -45,12 +46,19 @@ use crate::sstable::block::Block;
 /// Slots per set.
 pub const WAYS: usize = 4;
 
-/// Bytes of one learned negative (table id, block number, fingerprint, use count).
+/// Bytes of one learned negative (table id, block number, fingerprint). Each set of
+/// [`WAYS`] slots adds [`SET_META_BYTES`] for their use counts and its hand.
 pub const SLOT_BYTES: usize = std::mem::size_of::<Slot>();
+
+/// Bytes per set beside its slots: four 2-bit use counts and a 2-bit hand.
+pub const SET_META_BYTES: usize = std::mem::size_of::<u16>();
+
+/// Bytes of one set.
+const SET_BYTES: usize = WAYS * SLOT_BYTES + SET_META_BYTES;
 
 /// Highest use count a slot reaches: how many passes of the hand a hot slot survives
 /// without being asked again.
-const MAX_USES: u8 = 3;
+const MAX_USES: u16 = 3;
 
 /// Most shards (locks) the array is split into.
 const MAX_SHARDS: usize = 16;
@@ -71,22 +79,37 @@ pub(crate) fn next_table_id() -> Option<u32> {
         .ok()
 }
 
-/// One learned negative. `table == 0` marks an empty slot (ids start at 1).
+/// One learned negative. `table == 0` marks an empty slot (ids start at 1). Blocks
+/// past 65,535 of a table (a 256-MiB table of 4-KiB blocks) do not learn.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[repr(C)]
 struct Slot {
     table: u32,
-    block: u32,
+    block: u16,
     fp: u16,
-    uses: u8,
+}
+
+impl Slot {
+    fn is(&self, other: &Slot) -> bool {
+        self == other
+    }
 }
 
 #[derive(Debug)]
 struct Shard {
     slots: Box<[Slot]>,
-    /// Where each set's hand stands (a 2-bit position per set would do; one byte is
-    /// counted in `memory_bytes`).
-    hands: Box<[u8]>,
+    /// Per set: way `w`'s use count in bits `2w..2w+2`, the hand in bits 8..10.
+    meta: Box<[u16]>,
+}
+
+/// Way `w`'s use count in a set's `meta`.
+fn uses(meta: u16, w: usize) -> u16 {
+    (meta >> (2 * w)) & 3
+}
+
+/// `meta` with way `w`'s use count set to `n` (at most 3).
+fn with_uses(meta: u16, w: usize, n: u16) -> u16 {
+    (meta & !(3 << (2 * w))) | (n.min(MAX_USES) << (2 * w))
 }
 
 /// The learned negatives of one store; see the module docs.
@@ -120,7 +143,7 @@ impl LearnedNegatives {
     /// An array within `budget` bytes (slots, hands and locks counted); `None` if the
     /// budget cannot hold one set.
     pub fn new(budget: usize) -> Option<LearnedNegatives> {
-        let set_bytes = WAYS * SLOT_BYTES + 1;
+        let set_bytes = SET_BYTES;
         let lock_bytes = std::mem::size_of::<Mutex<Shard>>();
         let sets = budget.checked_sub(lock_bytes)? / set_bytes;
         if sets == 0 {
@@ -139,7 +162,7 @@ impl LearnedNegatives {
             .map(|_| {
                 Mutex::new(Shard {
                     slots: vec![Slot::default(); sets_per_shard * WAYS].into_boxed_slice(),
-                    hands: vec![0; sets_per_shard].into_boxed_slice(),
+                    meta: vec![0; sets_per_shard].into_boxed_slice(),
                 })
             })
             .collect();
@@ -157,8 +180,7 @@ impl LearnedNegatives {
 
     /// Bytes held: every slot, hand and lock, occupied or not.
     pub fn memory_bytes(&self) -> usize {
-        self.shards.len()
-            * (std::mem::size_of::<Mutex<Shard>>() + self.sets_per_shard * (WAYS * SLOT_BYTES + 1))
+        self.shards.len() * (std::mem::size_of::<Mutex<Shard>>() + self.sets_per_shard * SET_BYTES)
     }
 
     /// The counts so far.
@@ -173,7 +195,8 @@ impl LearnedNegatives {
     }
 
     /// The shard and the set's first slot for `(table, block, fp)`.
-    fn locate(&self, table: u32, block: u32, fp: u16) -> (MutexGuard<'_, Shard>, usize, usize) {
+    fn locate(&self, slot: &Slot) -> (MutexGuard<'_, Shard>, usize, usize) {
+        let Slot { table, block, fp } = *slot;
         let mut x = (u64::from(table) << 32 | u64::from(block)) ^ (u64::from(fp) << 17);
         // SplitMix64's finalizer: every input bit moves every output bit.
         x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -197,19 +220,26 @@ impl LearnedNegatives {
         if self.entries.load(Ordering::Relaxed) == 0 {
             return false;
         }
-        let Ok(block) = u32::try_from(block) else {
+        let Ok(block) = u16::try_from(block) else {
             return false;
         };
-        let fp = fingerprint(hash);
-        let (mut shard, _, first) = self.locate(table, block, fp);
-        for slot in &mut shard.slots[first..first + WAYS] {
-            if slot.table == table && slot.block == block && slot.fp == fp {
-                slot.uses = (slot.uses + 1).min(MAX_USES);
-                self.skips.fetch_add(1, Ordering::Relaxed);
-                return true;
-            }
-        }
-        false
+        let want = Slot {
+            table,
+            block,
+            fp: fingerprint(hash),
+        };
+        let (mut guard, set, first) = self.locate(&want);
+        let shard = &mut *guard;
+        let Some(w) = shard.slots[first..first + WAYS]
+            .iter()
+            .position(|s| s.is(&want))
+        else {
+            return false;
+        };
+        let meta = shard.meta[set];
+        shard.meta[set] = with_uses(meta, w, uses(meta, w) + 1);
+        self.skips.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Records that the key with `hash` is not in `block_data`, block `block` of table
@@ -217,7 +247,7 @@ impl LearnedNegatives {
     /// if no key of the block shares the key's fingerprint. A block that fails to
     /// decode teaches nothing.
     pub(crate) fn learn(&self, table: u32, block: usize, hash: KeyHash, block_data: &Block) {
-        let Ok(block) = u32::try_from(block) else {
+        let Ok(block) = u16::try_from(block) else {
             return;
         };
         let fp = fingerprint(hash);
@@ -235,24 +265,17 @@ impl LearnedNegatives {
             }
             previous = Some(entry.key.to_vec());
         }
-        self.insert(Slot {
-            table,
-            block,
-            fp,
-            uses: 0,
-        });
+        self.insert(Slot { table, block, fp });
     }
 
     fn insert(&self, new: Slot) {
-        let (mut guard, set, first) = self.locate(new.table, new.block, new.fp);
+        let (mut guard, set, first) = self.locate(&new);
         let shard = &mut *guard;
         let ways = &mut shard.slots[first..first + WAYS];
-        if ways
-            .iter()
-            .any(|s| s.table == new.table && s.block == new.block && s.fp == new.fp)
-        {
+        if ways.iter().any(|s| s.is(&new)) {
             return; // two lookups learned the same thing at once
         }
+        let mut meta = shard.meta[set];
         let at = match ways.iter().position(|s| s.table == 0) {
             Some(free) => {
                 self.entries.fetch_add(1, Ordering::Relaxed);
@@ -262,20 +285,17 @@ impl LearnedNegatives {
                 // CLOCK: lower each count the hand passes; replace the first at zero.
                 // Every count is at most MAX_USES, so the hand stops within
                 // (MAX_USES + 1) turns of the set.
-                let mut hand = usize::from(shard.hands[set]) % WAYS;
-                loop {
-                    let slot = &mut ways[hand];
-                    if slot.uses == 0 {
-                        break;
-                    }
-                    slot.uses -= 1;
+                let mut hand = usize::from(meta >> 8) % WAYS;
+                while uses(meta, hand) > 0 {
+                    meta = with_uses(meta, hand, uses(meta, hand) - 1);
                     hand = (hand + 1) % WAYS;
                 }
-                shard.hands[set] = ((hand + 1) % WAYS) as u8;
+                meta = (meta & 0xff) | (((hand + 1) % WAYS) as u16) << 8;
                 hand
             }
         };
         ways[at] = new;
+        shard.meta[set] = with_uses(meta, at, 0);
         self.learned.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -286,9 +306,14 @@ impl LearnedNegatives {
                 Ok(g) => g,
                 Err(poisoned) => poisoned.into_inner(),
             };
-            for slot in shard.slots.iter_mut().filter(|s| s.table == table) {
-                *slot = Slot::default();
-                self.entries.fetch_sub(1, Ordering::Relaxed);
+            let shard = &mut *shard;
+            for (i, slot) in shard.slots.iter_mut().enumerate() {
+                if slot.table == table {
+                    *slot = Slot::default();
+                    let set = i / WAYS;
+                    shard.meta[set] = with_uses(shard.meta[set], i % WAYS, 0);
+                    self.entries.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -321,7 +346,7 @@ mod tests {
             12_345_678,
         ] {
             match LearnedNegatives::new(budget) {
-                None => assert!(budget < 4 * SLOT_BYTES + 1 + 64, "budget {budget}"),
+                None => assert!(budget < SET_BYTES + 64, "budget {budget}"),
                 Some(l) => {
                     assert!(l.memory_bytes() <= budget, "budget {budget}");
                     // And not wasteful: at least half the budget becomes slots.
@@ -331,7 +356,8 @@ mod tests {
                 }
             }
         }
-        assert_eq!(SLOT_BYTES, 12);
+        assert_eq!(SLOT_BYTES, 8);
+        assert_eq!(SET_BYTES, 34);
     }
 
     #[test]
@@ -341,7 +367,6 @@ mod tests {
             table: 7,
             block: 3,
             fp: 0xabcd,
-            uses: 0,
         });
         assert!(l.skips(7, 3, hash_with_fp(0xabcd, 1)));
         assert!(
@@ -359,20 +384,19 @@ mod tests {
     #[test]
     fn hot_entries_survive_a_stream_of_cold_ones() {
         // A tiny array: 16 slots. Four hot negatives asked between every cold one.
-        let l = LearnedNegatives::new(4 * (WAYS * SLOT_BYTES + 1) + 64).unwrap();
+        let l = LearnedNegatives::new(4 * SET_BYTES + 64).unwrap();
         let hot: Vec<Slot> = (0..4)
             .map(|i| Slot {
                 table: 1,
                 block: i,
                 fp: 1,
-                uses: 0,
             })
             .collect();
         for s in &hot {
             l.insert(*s);
         }
         let mut held = 0;
-        for cold in 0..2_000u32 {
+        for cold in 0..2_000u16 {
             for s in &hot {
                 if l.skips(s.table, s.block as usize, hash_with_fp(s.fp, 0)) {
                     held += 1;
@@ -384,7 +408,6 @@ mod tests {
                 table: 2,
                 block: cold,
                 fp: 2,
-                uses: 0,
             });
         }
         // Each hot slot is asked (and raised to MAX_USES) between any two cold

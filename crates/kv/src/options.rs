@@ -311,7 +311,7 @@ pub struct Options {
     /// Bytes of memory for learned negatives: false positives the filters gave, kept
     /// so the same absent lookup skips that table's read next time — exactly (a
     /// present key is never skipped; see `learned.rs` and docs/FILTERS.md). A fixed
-    /// array of 12-byte entries allocated at open, the keys asked most often kept;
+    /// array of 8-byte entries (8.5 with their use counts) allocated at open, the keys asked most often kept;
     /// in memory only (a reopen learns again). Default 0: nothing is learned.
     pub learned_memory: usize,
 }
