@@ -41,8 +41,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use bloomkv_filter::KeyHash;
 
-use crate::sstable::block::Block;
-
 /// Slots per set.
 pub const WAYS: usize = 4;
 
@@ -242,28 +240,38 @@ impl LearnedNegatives {
         true
     }
 
-    /// Records that the key with `hash` is not in `block_data`, block `block` of table
-    /// `table` (its index search lands there, and the block holds no version of it) —
-    /// if no key of the block shares the key's fingerprint. A block that fails to
-    /// decode teaches nothing.
-    pub(crate) fn learn(&self, table: u32, block: usize, hash: KeyHash, block_data: &Block) {
+    /// Records that the key with `hash` is not in block `block` of table `table`, whose
+    /// keys (every entry's, in order) are `keys` — its index search lands there, and the
+    /// block holds no version of it — if no key of the block shares the key's
+    /// fingerprint. A block that fails to decode (an `Err` among `keys`) teaches
+    /// nothing.
+    pub(crate) fn learn<K: AsRef<[u8]>, E>(
+        &self,
+        table: u32,
+        block: usize,
+        hash: KeyHash,
+        keys: impl IntoIterator<Item = Result<K, E>>,
+    ) {
         let Ok(block) = u16::try_from(block) else {
             return;
         };
         let fp = fingerprint(hash);
-        let mut previous: Option<Vec<u8>> = None;
-        for entry in block_data.clone() {
-            let Ok(entry) = entry else {
+        let mut previous: Option<K> = None;
+        for key in keys {
+            let Ok(key) = key else {
                 return;
             };
-            if previous.as_deref() == Some(&entry.key[..]) {
+            if previous
+                .as_ref()
+                .is_some_and(|p| p.as_ref() == key.as_ref())
+            {
                 continue; // an older version of the key just checked
             }
-            if fingerprint(KeyHash::of(&entry.key)) == fp {
+            if fingerprint(KeyHash::of(key.as_ref())) == fp {
                 self.refused.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            previous = Some(entry.key.to_vec());
+            previous = Some(key);
         }
         self.insert(Slot { table, block, fp });
     }
@@ -416,6 +424,13 @@ mod tests {
         assert!(l.stats().entries <= 16);
     }
 
+    /// The keys of a block's entries, as the read path hands them to `learn`.
+    fn keys_of(
+        block: &crate::sstable::block::Block,
+    ) -> impl Iterator<Item = Result<bytes::Bytes, crate::sstable::Malformed>> {
+        block.clone().into_iter().map(|e| e.map(|e| e.key))
+    }
+
     /// A table of 2,000 keys in 512-byte blocks, with learned negatives attached.
     fn table() -> (
         crate::sstable::Table,
@@ -476,7 +491,7 @@ mod tests {
             .read_data_block(t.inner.index.handle(i).unwrap())
             .unwrap();
         let a = collide(&t, &format!("{p}/"), fp, i, true);
-        learned.learn(id, i, KeyHash::of(a.as_bytes()), &block);
+        learned.learn(id, i, KeyHash::of(a.as_bytes()), keys_of(&block));
         assert_eq!(
             learned.stats().refused,
             1,
@@ -489,7 +504,7 @@ mod tests {
             .map(|n| format!("{p}/{n}"))
             .find(|k| fingerprint(KeyHash::of(k.as_bytes())) != fp)
             .unwrap();
-        learned.learn(id, i, KeyHash::of(other.as_bytes()), &block);
+        learned.learn(id, i, KeyHash::of(other.as_bytes()), keys_of(&block));
         assert_eq!(learned.stats().entries, 1);
         let mut tally = crate::stats::ReadTally::default();
         let hit = t

@@ -415,7 +415,8 @@ impl Table {
         tally: &ReadTally,
     ) {
         if !found && self.inner.filter.is_some() && tally.filter_true_positives == held_before {
-            learned.learn(id, i, hash, block);
+            let keys = block.clone().into_iter().map(|e| e.map(|e| e.key));
+            learned.learn(id, i, hash, keys);
         }
     }
 
