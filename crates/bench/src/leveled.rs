@@ -178,6 +178,9 @@ pub struct LeveledRow {
     pub absent_skew: String,
     /// Absent lookups made, unmeasured, before the absent phase.
     pub absent_warmup: u64,
+    /// Bytes of learned negatives held after the lookups (`--learned-bits-per-key`),
+    /// apart from `filter_bytes`.
+    pub learned_bytes: u64,
 }
 
 /// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
@@ -377,6 +380,7 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         per_level,
         absent_skew: w.absent_skew_name(),
         absent_warmup: w.absent_warmup,
+        learned_bytes: db.stats().learned_bytes,
     })
 }
 

@@ -437,6 +437,7 @@ mod tests {
                     .collect(),
                 absent_skew: "uniform".into(),
                 absent_warmup: 0,
+                learned_bytes: 0,
             })
             .collect();
         assert_no_collisions(&leveled_panels(&rows));
