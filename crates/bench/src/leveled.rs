@@ -28,8 +28,8 @@ use rand::SeedableRng;
 use serde::Serialize;
 
 use super::{
-    fill_value, in_shares, key, lookup_keys, threads_note, BenchError, NoProgress, NoSyncFs, Phase,
-    Progress, WorkDir, Workload,
+    absent_warmup_keys, fill_value, in_shares, key, lookup_keys, threads_note, BenchError,
+    NoProgress, NoSyncFs, Phase, Progress, WorkDir, Workload,
 };
 
 /// How filter memory is split in one leveled run.
@@ -173,6 +173,14 @@ pub struct LeveledRow {
     pub present_ns_per_lookup: f64,
     /// Per-level rows.
     pub per_level: Vec<LevelRow>,
+    /// How the absent keys were drawn: `"uniform"` or `"zipf:THETA"`
+    /// (`--absent-skew`), after `absent_warmup` unmeasured absent lookups.
+    pub absent_skew: String,
+    /// Absent lookups made, unmeasured, before the absent phase.
+    pub absent_warmup: u64,
+    /// Bytes of learned negatives held after the lookups (`--learned-bits-per-key`),
+    /// apart from `filter_bytes`.
+    pub learned_bytes: u64,
 }
 
 /// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
@@ -235,6 +243,7 @@ pub fn run_leveled(
             file_system: Arc::new(NoSyncFs(OsFileSystem)),
             max_open_files: open_files_budget(),
             block_cache_size: w.cache_mib << 20,
+            learned_memory: w.learned_memory(),
             ..Options::default()
         };
         let db = Db::open(&dir, options.clone())?;
@@ -344,6 +353,10 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
             .collect();
         Ok((reads, ns, levels))
     };
+    // The warm-up's draws start the stream the absent phase continues.
+    in_shares(&absent_warmup_keys(w), w.threads, &NoProgress, |k| {
+        Ok(u64::from(db.get(k)?.is_some()))
+    })?;
     let (absent_reads, absent_ns, absent_levels) = phase(Phase::Absent)?;
     let (present_reads, present_ns, _) = phase(Phase::Present)?;
     for row in &mut per_level {
@@ -365,6 +378,9 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         absent_ns_per_lookup: absent_ns,
         present_ns_per_lookup: present_ns,
         per_level,
+        absent_skew: w.absent_skew_name(),
+        absent_warmup: w.absent_warmup,
+        learned_bytes: db.stats().learned_bytes,
     })
 }
 

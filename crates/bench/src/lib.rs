@@ -35,6 +35,7 @@ mod range;
 mod report;
 mod run;
 mod store;
+pub mod zipf;
 
 use std::error::Error as StdError;
 use std::path::PathBuf;
@@ -56,7 +57,7 @@ pub use range::{
     print_range_table, run_range_phases, time_range_filter, RangeFilterTimes, RangeRow,
     RANGE_LENGTHS,
 };
-pub use report::{print_table, Machine, Report, Row, SweepPoint};
+pub use report::{print_learning, print_table, Machine, Report, Row, SweepPoint};
 pub use run::{
     check_lookups, os_read_disagreements, print_disk_bytes, run, run_stores, Bar, BenchArgs,
     MAX_COUNT, MAX_VALUE_SIZE,
@@ -165,6 +166,10 @@ pub trait BenchStore: Sync {
     fn uring_reads(&self) -> Option<u64> {
         None
     }
+    /// The store's learned negatives so far; `None` where a store keeps none.
+    fn learned(&self) -> Option<LearnedFigures> {
+        None
+    }
 }
 
 /// The workload's parameters.
@@ -193,6 +198,16 @@ pub struct Workload {
     /// Whether bloomkv's uncompressed data blocks are page-aligned
     /// (`Options::block_align`; on by default, as in the store).
     pub block_align: bool,
+    /// How the absent lookups pick their ids: `None`, uniformly (the default);
+    /// `Some(θ)`, from a Zipfian of skew θ over the absent ids, ranks scattered over
+    /// the key range (`--absent-skew zipf:THETA`).
+    pub absent_skew: Option<f64>,
+    /// Absent lookups made, unmeasured, before the absent phase: the first draws of the
+    /// same stream, whose next `lookups` draws the phase measures (`--absent-warmup`).
+    pub absent_warmup: u64,
+    /// Memory bloomkv's stores give learned negatives (`Options::learned_memory`), in
+    /// bits per loaded key; 0 (the default) learns nothing.
+    pub learned_bits_per_key: f64,
 }
 
 impl Default for Workload {
@@ -209,7 +224,25 @@ impl Default for Workload {
             cache_mib: 8,
             compression: "none".into(),
             block_align: true,
+            absent_skew: None,
+            absent_warmup: 0,
+            learned_bits_per_key: 0.0,
         }
+    }
+}
+
+impl Workload {
+    /// How the absent ids are drawn, as rows record it: `"uniform"` or `"zipf:θ"`.
+    pub fn absent_skew_name(&self) -> String {
+        match self.absent_skew {
+            None => "uniform".into(),
+            Some(theta) => format!("zipf:{theta}"),
+        }
+    }
+
+    /// Bytes of learned negatives a bloomkv store gets (`learned_bits_per_key`).
+    pub fn learned_memory(&self) -> usize {
+        (self.learned_bits_per_key * self.keys as f64 / 8.0) as usize
     }
 }
 
@@ -236,7 +269,22 @@ impl std::fmt::Display for Workload {
                 ", unaligned blocks"
             },
             if self.cold { ", cold page cache" } else { "" }
-        )
+        )?;
+        if let Some(theta) = self.absent_skew {
+            write!(
+                f,
+                ", absent ids Zipf({theta}) after {} warm-up lookups",
+                self.absent_warmup
+            )?;
+        }
+        if self.learned_bits_per_key > 0.0 {
+            write!(
+                f,
+                ", {} bits/key of learned negatives",
+                self.learned_bits_per_key
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -384,14 +432,51 @@ pub fn load_timed(
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
-/// The keys one phase looks up, the same sequence for every store.
+/// The keys one phase looks up, the same sequence for every store. The absent phase's
+/// follow its warm-up's ([`absent_warmup_keys`]) in one stream.
 pub fn lookup_keys(w: &Workload, phase: Phase) -> Vec<[u8; KEY_LEN]> {
+    match phase {
+        Phase::Absent => {
+            let mut keys = absent_stream(w, w.absent_warmup + w.lookups);
+            keys.drain(..w.absent_warmup as usize);
+            keys
+        }
+        Phase::Present => uniform_keys(w, phase, w.lookups),
+    }
+}
+
+/// The absent lookups made, unmeasured, before the absent phase (`absent_warmup` of
+/// them): the start of the stream the phase continues.
+pub fn absent_warmup_keys(w: &Workload) -> Vec<[u8; KEY_LEN]> {
+    absent_stream(w, w.absent_warmup)
+}
+
+/// The first `n` absent keys of the workload's stream: uniform over the absent ids,
+/// or, with `absent_skew` θ, YCSB's scrambled Zipfian — rank r drawn with probability
+/// ∝ (r+1)^−θ, then scattered to id `fnv64(r) mod keys`, so the hot keys lie all over
+/// the key range (and a few ranks may share an id, as in YCSB).
+fn absent_stream(w: &Workload, n: u64) -> Vec<[u8; KEY_LEN]> {
+    let Some(theta) = w.absent_skew else {
+        return uniform_keys(w, Phase::Absent, n);
+    };
+    let zipf = zipf::Zipfian::new(w.keys, theta);
+    let mut rng = zipf::SplitMix64::new(w.seed ^ (1 << 32));
+    (0..n)
+        .map(|_| {
+            let i = zipf::fnv64(zipf.sample(&mut rng)) % w.keys.max(1);
+            key(2 * i + 1)
+        })
+        .collect()
+}
+
+/// `n` keys of `phase`, uniform over its ids.
+fn uniform_keys(w: &Workload, phase: Phase, n: u64) -> Vec<[u8; KEY_LEN]> {
     let salt = match phase {
         Phase::Absent => 1,
         Phase::Present => 2,
     };
     let mut rng = StdRng::seed_from_u64(w.seed ^ (salt << 32));
-    (0..w.lookups)
+    (0..n)
         .map(|_| {
             let i = rng.gen_range(0..w.keys);
             match phase {
@@ -522,13 +607,53 @@ pub fn run_store(
     let shape = store.filter_shape();
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
+        if phase == Phase::Absent {
+            warm_up_absent(store, w, progress)?;
+        }
+        let before = store.learned();
         let result = run_phase(store, w, phase, progress)?;
         let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
         row.table_bytes = store.disk_bytes();
         row.open_ms = Some(open_ms);
+        row.record_learning(w, before, store.learned());
         rows.push(row);
     }
     Ok(rows)
+}
+
+/// Makes the workload's absent warm-up lookups (`absent_warmup`, unmeasured): what a
+/// store learns from them serves the absent phase that follows.
+pub fn warm_up_absent(
+    store: &dyn BenchStore,
+    w: &Workload,
+    progress: &dyn Progress,
+) -> Result<(), BenchError> {
+    if w.absent_warmup == 0 {
+        return Ok(());
+    }
+    let keys = absent_warmup_keys(w);
+    progress.start(
+        &format!("{} absent warm-up", store.label()),
+        keys.len() as u64,
+    );
+    let found = in_shares(&keys, w.threads, progress, |k| Ok(u64::from(store.get(k)?)))?;
+    progress.finish();
+    if found != 0 {
+        return Err(format!("{}: {found} absent warm-up keys found", store.label()).into());
+    }
+    Ok(())
+}
+
+/// What a store's learned negatives hold and have done (bloomkv with
+/// `Options::learned_memory`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct LearnedFigures {
+    /// Bytes they occupy.
+    pub bytes: u64,
+    /// Data-block reads they skipped so far.
+    pub skips: u64,
+    /// Learned negatives held.
+    pub entries: u64,
 }
 
 /// Fills each row's `reads_avoided_pct` against the row of `baseline` in the same phase

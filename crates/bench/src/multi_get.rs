@@ -23,8 +23,8 @@
 use std::time::Instant;
 
 use super::{
-    in_shares, load_timed, lookup_keys, run_phase, BenchError, BenchStore, FilterShape, OsIo,
-    OsReads, Phase, PhaseResult, Progress, Row, Workload,
+    in_shares, load_timed, lookup_keys, run_phase, warm_up_absent, BenchError, BenchStore,
+    FilterShape, OsIo, OsReads, Phase, PhaseResult, Progress, Row, Workload,
 };
 
 /// The largest `--multi-get` batch (a batch's keys and answers are held at once).
@@ -107,6 +107,7 @@ pub fn run_store_batched(
     progress: &dyn Progress,
 ) -> Result<Vec<Row>, BenchError> {
     let open_ms = load_timed(store, w, progress)?;
+    warm_up_absent(store, w, progress)?;
     if !w.cold {
         for phase in [Phase::Absent, Phase::Present] {
             let keys = lookup_keys(w, phase);
@@ -121,10 +122,12 @@ pub fn run_store_batched(
     let shape = store.filter_shape();
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
+        let before = store.learned();
         let result = run_phase(store, w, phase, progress)?;
         let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
         row.table_bytes = store.disk_bytes();
         row.open_ms = Some(open_ms);
+        row.record_learning(w, before, store.learned());
         rows.push(row);
     }
     rows.extend(multi_get_rows(store, w, batch, Some(open_ms), progress)?);
@@ -144,8 +147,10 @@ pub fn multi_get_rows(
     let shape: FilterShape = store.filter_shape();
     let mut rows = Vec::new();
     for phase in [Phase::Absent, Phase::Present] {
+        let before = store.learned();
         let (result, uring) = measure(store, w, phase, batch, progress)?;
         let mut row = Row::new(&store.label(), phase, &result, &shape, w.keys);
+        row.record_learning(w, before, store.learned());
         row.uring_reads = uring;
         row.table_bytes = store.disk_bytes();
         row.batch = batch;

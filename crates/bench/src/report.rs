@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::{FilterShape, Phase, PhaseResult, Workload};
+use super::{FilterShape, LearnedFigures, Phase, PhaseResult, Workload};
 
 /// One (filter, phase) measurement: every figure the table and the JSON show.
 /// Read back from a result file to redraw its chart (`examples/redraw_chart.rs`).
@@ -73,10 +73,31 @@ pub struct Row {
     /// bloomkv's `io-uring` feature; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uring_reads: Option<u64>,
+    /// How the phase's keys were drawn: `"uniform"`, or `"zipf:THETA"` for absent keys
+    /// drawn with `--absent-skew` (files written before it say nothing: uniform).
+    #[serde(default = "uniform")]
+    pub absent_skew: String,
+    /// Absent lookups made, unmeasured, before the phase (`--absent-warmup`).
+    #[serde(default)]
+    pub absent_warmup: u64,
+    /// Bytes of learned negatives the store held after the phase (bloomkv with
+    /// `--learned-bits-per-key`), apart from the filters' `filter_mib`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_bytes: Option<u64>,
+    /// `learned_bytes` in bits per loaded key, beside `filter_bits_per_key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_bits_per_key: Option<f64>,
+    /// Data-block reads learned negatives skipped during the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned_skips: Option<u64>,
 }
 
 fn one() -> usize {
     1
+}
+
+fn uniform() -> String {
+    "uniform".into()
 }
 
 impl Row {
@@ -123,6 +144,32 @@ impl Row {
             batch: 1,
             open_ms: None,
             uring_reads: None,
+            absent_skew: uniform(),
+            absent_warmup: 0,
+            learned_bytes: None,
+            learned_bits_per_key: None,
+            learned_skips: None,
+        }
+    }
+
+    /// Records how the phase's keys were drawn (`w`'s absent skew and warm-up, for an
+    /// absent row) and the store's learned negatives before and after it.
+    pub fn record_learning(
+        &mut self,
+        w: &Workload,
+        before: Option<LearnedFigures>,
+        after: Option<LearnedFigures>,
+    ) {
+        if self.phase == Phase::Absent {
+            self.absent_skew = w.absent_skew_name();
+            self.absent_warmup = w.absent_warmup;
+        }
+        if let (Some(before), Some(after)) = (before, after) {
+            if after.bytes > 0 {
+                self.learned_bytes = Some(after.bytes);
+                self.learned_bits_per_key = Some(after.bytes as f64 * 8.0 / w.keys.max(1) as f64);
+                self.learned_skips = Some(after.skips.saturating_sub(before.skips));
+            }
         }
     }
 }
@@ -216,6 +263,31 @@ fn pct(v: Option<f64>, digits: usize) -> String {
 }
 
 /// Renders the results as an aligned text table.
+/// The absent rows' skew and learned negatives, one line each (nothing when every
+/// row is uniform and learned nothing).
+pub fn print_learning(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for r in rows.iter().filter(|r| r.phase == Phase::Absent) {
+        if r.absent_skew == "uniform" && r.learned_bytes.is_none() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{} (batch {}): absent keys {} after {} warm-up lookups; {:.6} reads/lookup; \
+             learned negatives {} bytes ({:.3} bits/key), {} reads skipped",
+            r.filter,
+            r.batch,
+            r.absent_skew,
+            r.absent_warmup,
+            r.reads_per_lookup,
+            r.learned_bytes.unwrap_or(0),
+            r.learned_bits_per_key.unwrap_or(0.0),
+            r.learned_skips.unwrap_or(0),
+        );
+    }
+    out
+}
+
 pub fn print_table(rows: &[Row]) -> String {
     let header = [
         "filter",

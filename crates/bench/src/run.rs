@@ -118,6 +118,38 @@ pub struct BenchArgs {
     /// 0, the default, runs no batched phases.
     #[arg(long, default_value_t = 0)]
     pub multi_get: usize,
+    /// How the absent lookups pick their keys: `uniform` (the default) or
+    /// `zipf:THETA` — YCSB's scrambled Zipfian of skew THETA (0 < THETA, THETA ≠ 1;
+    /// YCSB's is 0.99) over the absent ids, so a few keys are asked again and again
+    /// and the hot ones lie all over the key range. Rows record it (`absent_skew`).
+    #[arg(long, default_value = "uniform")]
+    pub absent_skew: String,
+    /// Absent lookups made, unmeasured, before the absent phase: the first draws of
+    /// the stream the phase then continues (rows record it: `absent_warmup`).
+    #[arg(long, default_value_t = 0)]
+    pub absent_warmup: u64,
+    /// Memory for learned negatives in bloomkv's stores (`Options::learned_memory`),
+    /// in bits per loaded key; 0, the default, learns nothing. Rows record the bytes
+    /// apart from the filters' (`learned_bytes`, `learned_bits_per_key`).
+    #[arg(long, default_value_t = 0.0)]
+    pub learned_bits_per_key: f64,
+}
+
+/// Parses `--absent-skew`: `uniform` is `None`, `zipf:THETA` is `Some(THETA)`.
+pub fn parse_absent_skew(s: &str) -> Result<Option<f64>, BenchError> {
+    if s == "uniform" {
+        return Ok(None);
+    }
+    let theta = s
+        .strip_prefix("zipf:")
+        .and_then(|t| t.parse::<f64>().ok())
+        .filter(|t| t.is_finite() && *t > 0.0 && *t != 1.0 && *t < 10.0)
+        .ok_or_else(|| {
+            format!(
+                "--absent-skew takes uniform or zipf:THETA (0 < THETA < 10, THETA ≠ 1), got {s:?}"
+            )
+        })?;
+    Ok(Some(theta))
 }
 
 impl BenchArgs {
@@ -135,6 +167,10 @@ impl BenchArgs {
             cache_mib: self.cache_mib,
             compression: self.compression.clone(),
             block_align: self.block_align,
+            // Checked by `validate`; a bad one reads as uniform here.
+            absent_skew: parse_absent_skew(&self.absent_skew).ok().flatten(),
+            absent_warmup: self.absent_warmup,
+            learned_bits_per_key: self.learned_bits_per_key,
         }
     }
 
@@ -159,6 +195,13 @@ impl BenchArgs {
         }
         Allocation::parse_list(&self.allocation)?;
         FilterSetting::parse_list(&self.filters)?;
+        parse_absent_skew(&self.absent_skew)?;
+        if self.absent_warmup > MAX_COUNT {
+            return Err(format!("--absent-warmup can be at most {MAX_COUNT}").into());
+        }
+        if !(0.0..=64.0).contains(&self.learned_bits_per_key) {
+            return Err("--learned-bits-per-key must be in 0..=64".into());
+        }
         crate::flags::shape_uses_every_flag(self)?;
         if self.keys > MAX_COUNT || self.lookups > MAX_COUNT {
             return Err(format!(
@@ -357,6 +400,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 &w.compression,
                 w.block_align,
             )?;
+            store.set_learned_memory(w.learned_memory());
             if args.multi_get > 0 {
                 rows.extend(run_store_batched(&mut store, &w, args.multi_get, &bar)?);
             } else {
@@ -366,6 +410,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         compare_to_baseline(&mut rows, FilterSetting::None.name());
         bar.0.finish_and_clear();
         write!(out, "{}", print_table(&rows))?;
+        write!(out, "{}", crate::print_learning(&rows))?;
         write!(out, "{}", print_disk_bytes(&rows, &w))?;
         check_lookups(&rows)?;
         for line in os_read_disagreements(&rows) {

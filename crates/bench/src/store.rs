@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use bloomkv_kv::{Compression, Db, FilterKind, Options};
 
-use super::{BenchError, BenchStore, FilterShape, StoreCounters, KEY_LEN};
+use super::{BenchError, BenchStore, FilterShape, LearnedFigures, StoreCounters, KEY_LEN};
 
 /// Which filter the tables carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +148,12 @@ impl BloomkvStore {
         })
     }
 
+    /// Gives the store `bytes` of learned negatives (`Options::learned_memory`) from
+    /// its next reopen on (the workload reopens after loading).
+    pub fn set_learned_memory(&mut self, bytes: usize) {
+        self.options.learned_memory = bytes;
+    }
+
     /// Flushes the memtable and waits until compaction is idle.
     pub fn settle(&mut self) -> Result<(), BenchError> {
         Ok(self.open_db()?.wait_for_compaction()?)
@@ -257,6 +263,15 @@ impl BenchStore for BloomkvStore {
 
     fn uring_reads(&self) -> Option<u64> {
         Some(self.db.as_ref()?.stats().uring_reads)
+    }
+
+    fn learned(&self) -> Option<LearnedFigures> {
+        let s = self.db.as_ref()?.stats();
+        Some(LearnedFigures {
+            bytes: s.learned_bytes,
+            skips: s.learned_skips,
+            entries: s.learned_entries,
+        })
     }
 
     fn disk_bytes(&self) -> Option<u64> {

@@ -38,6 +38,7 @@
 //! | `manifest.rs`, `filename.rs` | the durable list of live tables; file naming |
 //! | `fs/` | the one file layer (positioned, counted reads); in-memory and fault-injecting file systems |
 //! | `stats.rs` | the read path's counters |
+//! | `learned.rs` | learned negatives: filter false positives remembered, exactly, so a repeated absent lookup skips the read |
 //! | `types.rs` | the vocabulary every layer shares: sequence numbers, entries, `Hit`, size limits, `NUM_LEVELS` |
 //! | `keycmp.rs` | comparing short keys a word at a time (the read path compares a lot) |
 
@@ -50,6 +51,7 @@ pub mod filter_plan;
 pub mod fs;
 mod inspect;
 mod keycmp;
+pub mod learned;
 pub mod manifest;
 pub mod memtable;
 mod merge;

@@ -308,6 +308,12 @@ pub struct Options {
     /// [`RangeFilterOptions`]). Tables without one are scanned as before. Default
     /// `None`: no range filters.
     pub range_filter: Option<RangeFilterOptions>,
+    /// Bytes of memory for learned negatives: false positives the filters gave, kept
+    /// so the same absent lookup skips that table's read next time — exactly (a
+    /// present key is never skipped; see `learned.rs` and docs/FILTERS.md). A fixed
+    /// array of 8-byte entries (8.5 with their use counts) allocated at open, the keys asked most often kept;
+    /// in memory only (a reopen learns again). Default 0: nothing is learned.
+    pub learned_memory: usize,
 }
 
 impl Default for Options {
@@ -342,6 +348,7 @@ impl Default for Options {
             block_cache_size: 8 << 20,
             compression: Compression::None,
             range_filter: None,
+            learned_memory: 0,
         }
     }
 }
@@ -394,6 +401,7 @@ impl fmt::Debug for Options {
             .field("block_cache_size", &self.block_cache_size)
             .field("compression", &self.compression)
             .field("range_filter", &self.range_filter)
+            .field("learned_memory", &self.learned_memory)
             .finish()
     }
 }

@@ -79,6 +79,8 @@ pub struct Counters {
     /// (0: none yet). Not a figure for users: it decides whether a batch tells the OS
     /// about its reads ahead of time (`sstable/file.rs`, `ReadAhead`).
     pub batch_read_nanos: AtomicU64,
+    /// The store's learned negatives (`Options::learned_memory`; unset: none).
+    pub(crate) learned: std::sync::OnceLock<crate::learned::LearnedNegatives>,
 }
 
 /// One thread's share of the read path's counters, alone on its cache lines.
@@ -420,6 +422,20 @@ pub struct DbStats {
     /// How long the `Db::open` that made this handle took, in microseconds (manifest,
     /// tables, log replay, and any flush of what the logs held).
     pub open_micros: u64,
+    /// Data-block reads skipped because a learned negative showed the table lacks the
+    /// key (`Options::learned_memory`): each was a filter's "maybe", counted in
+    /// `filter_positives`, that cost no read.
+    pub learned_skips: u64,
+    /// False positives recorded as learned negatives so far.
+    pub learned_recorded: u64,
+    /// False positives not recorded because a key of the same block shares the
+    /// fingerprint (recording it could hide that key).
+    pub learned_refused: u64,
+    /// Learned negatives held now.
+    pub learned_entries: u64,
+    /// Bytes the learned negatives occupy (fixed at open, within
+    /// `Options::learned_memory`).
+    pub learned_bytes: u64,
 }
 
 impl DbStats {
@@ -495,6 +511,7 @@ impl Counters {
             filter_positives: total(|s| &s.filter_positives),
             filter_true_positives: total(|s| &s.filter_true_positives),
         };
+        let learned = self.learned.get().map(|l| l.stats()).unwrap_or_default();
         DbStats {
             gets: self.sum(|s| &s.gets),
             memtable_hits: self.sum(|s| &s.memtable_hits),
@@ -533,6 +550,11 @@ impl Counters {
             multi_get_overlapped_reads: self.sum(|s| &s.multi_get_overlapped_reads),
             uring_reads: self.sum(|s| &s.uring_reads),
             open_micros: get(&self.open_micros),
+            learned_skips: learned.skips,
+            learned_recorded: learned.learned,
+            learned_refused: learned.refused,
+            learned_entries: learned.entries,
+            learned_bytes: learned.bytes,
         }
     }
 }

@@ -189,7 +189,7 @@ impl Version {
                     let maybe = RibbonProbe::first_maybe(ribbons, &mut candidates, hash);
                     tally.filters_asked(before ^ candidates, maybe.is_some());
                     let Some(i) = maybe else { break };
-                    if let Some(hit) = l0[i].table.read_hit_at(key, read_seq, tally)? {
+                    if let Some(hit) = l0[i].table.read_hit_at(key, hash, read_seq, tally)? {
                         return Ok(Some(hit));
                     }
                 }

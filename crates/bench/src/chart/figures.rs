@@ -359,6 +359,11 @@ mod tests {
             batch: 1,
             open_ms: None,
             uring_reads: None,
+            absent_skew: "uniform".into(),
+            absent_warmup: 0,
+            learned_bytes: None,
+            learned_bits_per_key: None,
+            learned_skips: None,
         }
     }
 
@@ -430,6 +435,9 @@ mod tests {
                 per_level: (0..6)
                     .map(|l| level(l, 9.87 + l as f64, 0.0123 / (l as f64 + 1.0)))
                     .collect(),
+                absent_skew: "uniform".into(),
+                absent_warmup: 0,
+                learned_bytes: 0,
             })
             .collect();
         assert_no_collisions(&leveled_panels(&rows));

@@ -137,6 +137,9 @@ impl Parts {
     pub(super) fn new(dir: PathBuf, options: Options) -> Result<Parts> {
         let fs = options.file_system.clone();
         let counters = Arc::new(Counters::default());
+        if let Some(learned) = crate::learned::LearnedNegatives::new(options.learned_memory) {
+            let _ = counters.learned.set(learned); // the counters were made just now
+        }
         let table_cache = TableCache::with_block_cache(
             fs.clone(),
             options.max_open_files,

@@ -141,6 +141,23 @@ impl Table {
         found: &mut [Option<Hit>],
     ) -> Result<()> {
         let t = &*self.inner;
+        let learned = self.learned();
+        // A key a learned negative rules out needs no block (`learned.rs`).
+        let unlearned: Vec<u32>;
+        let keys = match learned {
+            None => keys,
+            Some((learned, id)) => {
+                unlearned = keys
+                    .iter()
+                    .copied()
+                    .filter(|&k| {
+                        let b = &batch[k as usize];
+                        !learned.skips(id, t.index.find(b.key), b.hash)
+                    })
+                    .collect();
+                &unlearned[..]
+            }
+        };
         // Each key's block, in key order; runs of one block become one group.
         let mut groups: Vec<(usize, BlockHandle, std::ops::Range<usize>)> = Vec::new();
         for (pos, &k) in keys.iter().enumerate() {
@@ -168,9 +185,15 @@ impl Table {
                 batch_tally.lookups_saved += run.len() as u64 - 1;
             }
             for &k in &keys[run] {
-                let key = batch[k as usize].key;
-                found[k as usize] =
+                let BatchKey { key, hash } = batch[k as usize];
+                let held_before = tally.filter_true_positives;
+                let hit =
                     self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
+                if let Some((learned, id)) = learned {
+                    let held = hit.is_some();
+                    self.learn_if_absent(learned, id, i, hash, &block, held, held_before, tally);
+                }
+                found[k as usize] = hit;
             }
         }
         Ok(())

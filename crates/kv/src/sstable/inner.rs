@@ -47,4 +47,6 @@ pub(crate) struct TableInner {
     pub(crate) filter_state: FilterState,
     pub(crate) range_filter: Option<RangeFilterReader>,
     pub(crate) range_filter_state: RangeFilterState,
+    /// The table's id among learned negatives (`learned.rs`); never reused.
+    pub(crate) learned_id: Option<u32>,
 }

@@ -211,6 +211,7 @@ impl Table {
                 filter_state,
                 range_filter,
                 range_filter_state,
+                learned_id: crate::learned::next_table_id(),
             }),
         })
     }
@@ -218,6 +219,16 @@ impl Table {
     /// Marks the table's file for deletion once no reader holds the table.
     pub(crate) fn mark_obsolete(&self) {
         self.inner.file.mark_obsolete();
+        if let Some((learned, id)) = self.learned() {
+            learned.forget_table(id);
+        }
+    }
+
+    /// The store's learned negatives and this table's id among them, if it learns.
+    #[inline]
+    pub(crate) fn learned(&self) -> Option<(&crate::learned::LearnedNegatives, u32)> {
+        let t = &*self.inner;
+        Some((t.file.counters().learned.get()?, t.learned_id?))
     }
 
     /// Looks `key` up; `hash` is `KeyHash::of(key)`, computed once per store lookup.
@@ -325,7 +336,7 @@ impl Table {
         if !self.filter_may_hold(hash, tally) {
             return Ok(None);
         }
-        self.read_hit_at(key, read_seq, tally)
+        self.read_hit_at(key, hash, read_seq, tally)
     }
 
     /// The first half of [`probe_hit_at`](Self::probe_hit_at): the table is probed,
@@ -349,10 +360,12 @@ impl Table {
 
     /// The second half of [`probe_hit_at`](Self::probe_hit_at), once
     /// [`filter_may_hold`](Self::filter_may_hold) said yes: the one data-block read
-    /// (more for a snapshot whose versions continue into the next blocks).
+    /// (more for a snapshot whose versions continue into the next blocks) — none
+    /// where a learned negative (`learned.rs`) says the block lacks the key.
     pub(crate) fn read_hit_at(
         &self,
         key: &[u8],
+        hash: KeyHash,
         read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Hit>> {
@@ -361,8 +374,50 @@ impl Table {
         let Some(handle) = t.index.handle(i) else {
             return Ok(None); // unreachable for a key <= largest: the last separator is largest
         };
+        let learned = self.learned();
+        if let Some((learned, id)) = learned {
+            if learned.skips(id, i, hash) {
+                return Ok(None);
+            }
+        }
         let block = t.file.read_data_block(handle)?;
-        self.search_block(i, handle.offset, block, key, read_seq, tally)
+        let Some((learned, id)) = learned else {
+            return self.search_block(i, handle.offset, block, key, read_seq, tally);
+        };
+        let held_before = tally.filter_true_positives;
+        let found = self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
+        self.learn_if_absent(
+            learned,
+            id,
+            i,
+            hash,
+            &block,
+            found.is_some(),
+            held_before,
+            tally,
+        );
+        Ok(found)
+    }
+
+    /// After a search of block `i` for the key with `hash`: records a learned negative
+    /// if the table holds no version of the key (nothing found, and the search did
+    /// not count the filter's "maybe" true, which it does for any version it meets).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn learn_if_absent(
+        &self,
+        learned: &crate::learned::LearnedNegatives,
+        id: u32,
+        i: usize,
+        hash: KeyHash,
+        block: &Block,
+        found: bool,
+        held_before: u64,
+        tally: &ReadTally,
+    ) {
+        if !found && self.inner.filter.is_some() && tally.filter_true_positives == held_before {
+            let keys = block.clone().into_iter().map(|e| e.map(|e| e.key));
+            learned.learn(id, i, hash, keys);
+        }
     }
 
     /// Searches `block`, the table's data block number `i` at `offset`, for the newest
