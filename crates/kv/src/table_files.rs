@@ -10,9 +10,24 @@
 //! [`TableFiles`] names what that takes (directory, file system, table cache, options,
 //! counters, the policies that open filters); the caller chooses each new table's
 //! number and filter policy.
+//!
+//! A table a store opens from its manifest is not read at open: it is a [`LazyTable`],
+//! opened (footer, index and filter read, as a built table is at once) by the first
+//! lookup, scan or compaction that reaches it. The manifest holds everything a version
+//! needs before that (key range, sizes, entries, `max_seq`), so open reads no table
+//! file and its time does not grow with the number of tables. Open file descriptors
+//! stay bounded by `max_open_files` as before (the table cache closes and reopens
+//! files; an opened table keeps only its index and filter).
+//!
+//! ```text
+//!  manifest record ─► TableHandle { meta, LazyTable::Unopened }
+//!                       first use ─► TableOpener::open ─► footer, index, filter
+//!                                    (checked against the manifest's record)
+//! ```
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use bloomkv_filter::{FilterInfo, FilterPolicy, RangeFilterStats};
 use bytes::Bytes;
@@ -21,6 +36,7 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileSystem;
+use crate::manifest::TableMeta;
 use crate::options::Options;
 use crate::sstable::TableCache;
 use crate::sstable::{
@@ -28,7 +44,7 @@ use crate::sstable::{
 };
 use crate::stats::Counters;
 use crate::types::Entry;
-use crate::version::TableHandle;
+use crate::version::{TableHandle, TableRecord};
 
 /// Where tables are written and how they are opened: a store's own (its table cache
 /// and counters), or ones made for a single job (`repair`).
@@ -48,11 +64,19 @@ pub(crate) struct TableFiles<'a> {
 impl TableFiles<'_> {
     /// Opens live table `number` (index and filter come into memory).
     pub(crate) fn open(&self, number: u64) -> Result<TableHandle> {
-        let path = filename::table_path(self.dir, number);
-        let file = TableFile::cached(self.cache.slot(path.clone()), self.counters.clone());
-        let table =
-            Table::open_file(file, self.policies).map_err(|e| live_table_error(&path, e))?;
-        Ok(TableHandle { number, table })
+        let table = open_table(self.dir, self.cache, self.counters, self.policies, number)?;
+        Ok(TableHandle::opened(number, table))
+    }
+
+    /// What a [`LazyTable`] of this store opens with, to be shared by all of them.
+    pub(crate) fn opener(&self) -> Arc<TableOpener> {
+        Arc::new(TableOpener {
+            fs: self.fs.clone(),
+            cache: self.cache.clone(),
+            dir: self.dir.to_path_buf(),
+            counters: self.counters.clone(),
+            policies: self.policies.to_vec(),
+        })
     }
 
     /// Writes `entries` as table `number` with `policy`'s filter: temp name, fsync,
@@ -105,6 +129,185 @@ impl TableFiles<'_> {
         }
         built
     }
+}
+
+/// Opens live table `number` of `dir` through `cache` (index and filter into memory).
+fn open_table(
+    dir: &Path,
+    cache: &Arc<TableCache>,
+    counters: &Arc<Counters>,
+    policies: &[Arc<dyn FilterPolicy>],
+    number: u64,
+) -> Result<Table> {
+    let path = filename::table_path(dir, number);
+    let file = TableFile::cached(cache.slot(path.clone()), counters.clone());
+    Table::open_file(file, policies).map_err(|e| live_table_error(&path, e))
+}
+
+/// What every lazily opened table of a store opens with (one per open store).
+pub(crate) struct TableOpener {
+    fs: Arc<dyn FileSystem>,
+    cache: Arc<TableCache>,
+    dir: PathBuf,
+    counters: Arc<Counters>,
+    policies: Vec<Arc<dyn FilterPolicy>>,
+}
+
+impl std::fmt::Debug for TableOpener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableOpener")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A live table's reader, opened when first asked for.
+///
+/// Made opened (a table just built) or unopened (a table named by the manifest at
+/// open). [`LazyTable::get`] opens an unopened one once, under a lock, so concurrent
+/// first users read its metadata once; a failure is not kept (the next use tries
+/// again: a refused open, too many files say, may pass later), and is the
+/// `Corruption` naming the file that an eager open would have failed with.
+///
+/// Retiring (`mark_obsolete`) a table nobody has opened deletes its file when the
+/// handle is dropped, as the opened table's file slot does for an opened one.
+pub(crate) struct LazyTable {
+    number: u64,
+    /// The manifest's record, checked against the table when it is opened (`None`:
+    /// made opened, nothing to check).
+    expected: Option<TableRecord>,
+    opener: Option<Arc<TableOpener>>,
+    table: OnceLock<Table>,
+    opening: Mutex<()>,
+    obsolete: AtomicBool,
+}
+
+impl std::fmt::Debug for LazyTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyTable")
+            .field("number", &self.number)
+            .field("table", &self.table.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LazyTable {
+    /// A table already open.
+    pub(crate) fn opened(number: u64, table: Table) -> LazyTable {
+        LazyTable {
+            number,
+            expected: None,
+            opener: None,
+            table: OnceLock::from(table),
+            opening: Mutex::new(()),
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    /// Table `number`, to be opened by `opener` on first use and checked against
+    /// `expected` (the manifest's record of it).
+    pub(crate) fn unopened(
+        number: u64,
+        expected: TableRecord,
+        opener: Arc<TableOpener>,
+    ) -> LazyTable {
+        LazyTable {
+            number,
+            expected: Some(expected),
+            opener: Some(opener),
+            table: OnceLock::new(),
+            opening: Mutex::new(()),
+            obsolete: AtomicBool::new(false),
+        }
+    }
+
+    /// The table if it has been opened, without opening it.
+    pub(crate) fn if_open(&self) -> Option<&Table> {
+        self.table.get()
+    }
+
+    /// The opened table, opening it now if this is its first use.
+    #[inline]
+    pub(crate) fn get(&self) -> Result<&Table> {
+        match self.table.get() {
+            Some(t) => Ok(t),
+            None => self.open_now(),
+        }
+    }
+
+    #[cold]
+    fn open_now(&self) -> Result<&Table> {
+        let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = self.table.get() {
+            return Ok(t); // opened while this caller waited
+        }
+        let (Some(opener), Some(expected)) = (&self.opener, &self.expected) else {
+            // Unreachable: a table made opened has its reader.
+            return Err(Error::InvalidArgument(format!(
+                "table {} has no reader and nothing to open it with",
+                self.number
+            )));
+        };
+        let table = open_table(
+            &opener.dir,
+            &opener.cache,
+            &opener.counters,
+            &opener.policies,
+            self.number,
+        )?;
+        let found = TableRecord::of(&table);
+        if found != *expected {
+            return Err(Error::corruption(
+                table.path(),
+                format!(
+                    "live table does not match the manifest: the manifest records \
+                     {expected}, the file holds {found}"
+                ),
+            ));
+        }
+        let table = self.table.get_or_init(|| table);
+        if self.obsolete.load(Ordering::Relaxed) {
+            table.mark_obsolete(); // retired before anyone opened it
+        }
+        Ok(table)
+    }
+
+    /// Marks the table's file for deletion once no reader holds it.
+    pub(crate) fn mark_obsolete(&self) {
+        // Under the opening lock: an open in progress either sees the mark or has
+        // finished, and then its table is marked here.
+        let _opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        self.obsolete.store(true, Ordering::Relaxed);
+        if let Some(t) = self.table.get() {
+            t.mark_obsolete();
+        }
+    }
+}
+
+impl Drop for LazyTable {
+    fn drop(&mut self) {
+        // An opened table's file slot deletes the file (if it was retired) when the
+        // last reader lets go; one never opened has no slot, so it is deleted here.
+        if self.table.get().is_none() && *self.obsolete.get_mut() {
+            if let Some(opener) = &self.opener {
+                let _ = opener
+                    .fs
+                    .remove(&filename::table_path(&opener.dir, self.number));
+            }
+        }
+    }
+}
+
+/// The manifest's record of a table, as a [`TableHandle`] holds it.
+pub(crate) fn record_of(meta: &TableMeta) -> Option<TableRecord> {
+    Some(TableRecord {
+        smallest: meta.smallest.clone(),
+        largest: meta.largest.clone(),
+        file_size: meta.file_size,
+        data_size: meta.data_size?,
+        entries: meta.entries,
+        max_seq: meta.max_seq,
+    })
 }
 
 /// What a failure to open a live table means. A table the manifest names that is

@@ -12,38 +12,135 @@
 
 use std::sync::Arc;
 
+use std::sync::OnceLock;
+
 use bloomkv_filter::{KeyHash, RibbonProbe};
+use bytes::Bytes;
 
 use crate::error::Result;
 use crate::keycmp;
-use crate::sstable::{BatchKey, BatchTally, Table};
+use crate::sstable::{show_key, BatchKey, BatchTally, Table};
 use crate::stats::ReadTally;
+use crate::table_files::{LazyTable, TableOpener};
 use crate::types::{Hit, SeqNo, NUM_LEVELS};
 
-/// A live table: its number and level in the store, and the opened reader.
+/// What a version knows of a live table without reading it: the manifest records
+/// exactly this, so a store opens without opening its tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableRecord {
+    pub smallest: Bytes,
+    pub largest: Bytes,
+    pub file_size: u64,
+    /// Bytes of data blocks (what level sizing counts).
+    pub data_size: u64,
+    pub entries: u64,
+    pub max_seq: SeqNo,
+}
+
+impl TableRecord {
+    /// An opened table's record, from its own properties.
+    pub(crate) fn of(table: &Table) -> TableRecord {
+        let p = table.properties();
+        TableRecord {
+            smallest: table.smallest().clone(),
+            largest: table.largest().clone(),
+            file_size: table.file_size(),
+            data_size: p.data_size,
+            entries: p.entries,
+            max_seq: p.max_seq,
+        }
+    }
+}
+
+impl std::fmt::Display for TableRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "keys {}..{}, {} bytes ({} of data), {} entries, max_seq {}",
+            show_key(&self.smallest),
+            show_key(&self.largest),
+            self.file_size,
+            self.data_size,
+            self.entries,
+            self.max_seq
+        )
+    }
+}
+
+/// A live table: its number, what the manifest knows of it, and its reader, opened on
+/// first use (see `table_files::LazyTable`).
 #[derive(Debug)]
 pub(crate) struct TableHandle {
     /// The file number (`{number:06}.sst`).
     pub number: u64,
-    /// The opened table: footer, index and filter in memory.
-    pub table: Table,
+    /// Key range, sizes, entries and `max_seq`: all a version needs to place a
+    /// lookup or plan a compaction without reading the table.
+    pub record: TableRecord,
+    /// The reader: footer, index and filter in memory once opened.
+    table: LazyTable,
 }
 
 impl TableHandle {
+    /// A handle on a table already open (one just built).
+    pub(crate) fn opened(number: u64, table: Table) -> TableHandle {
+        TableHandle {
+            number,
+            record: TableRecord::of(&table),
+            table: LazyTable::opened(number, table),
+        }
+    }
+
+    /// A handle on a table the manifest records, opened by `opener` on first use.
+    pub(crate) fn lazy(number: u64, record: TableRecord, opener: Arc<TableOpener>) -> TableHandle {
+        TableHandle {
+            number,
+            table: LazyTable::unopened(number, record.clone(), opener),
+            record,
+        }
+    }
+
+    /// The table's reader, opened now if this is its first use. An error is the
+    /// failure an open of the table reports (`Corruption` naming the file if it is
+    /// missing, damaged, or does not match the manifest).
+    #[inline]
+    pub(crate) fn table(&self) -> Result<&Table> {
+        self.table.get()
+    }
+
+    /// The reader if the table has been opened, without opening it.
+    pub(crate) fn if_open(&self) -> Option<&Table> {
+        self.table.if_open()
+    }
+
+    /// Marks the table's file for deletion once no reader holds it.
+    pub(crate) fn mark_obsolete(&self) {
+        self.table.mark_obsolete();
+    }
+
     pub(crate) fn smallest(&self) -> &[u8] {
-        self.table.smallest()
+        &self.record.smallest
     }
 
     pub(crate) fn largest(&self) -> &[u8] {
-        self.table.largest()
+        &self.record.largest
     }
 
     pub(crate) fn file_size(&self) -> u64 {
-        self.table.file_size()
+        self.record.file_size
     }
 
     pub(crate) fn max_seq(&self) -> SeqNo {
-        self.table.properties().max_seq
+        self.record.max_seq
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.record.entries
+    }
+
+    /// Whether `key` lies within the table's key range.
+    #[inline]
+    pub(crate) fn covers(&self, key: &[u8]) -> bool {
+        !keycmp::less(key, self.smallest()) && !keycmp::less(self.largest(), key)
     }
 
     /// Whether the table's key range intersects `[smallest, largest]`.
@@ -77,12 +174,16 @@ pub(crate) struct Version {
 ///
 /// `ribbons[i]` is table `i`'s filter when every L0 table has a version-3 Ribbon filter
 /// (else `ribbons` is empty): a get then asks them side by side, without a virtual
-/// call per table (`RibbonProbe`).
+/// call per table (`RibbonProbe`). Made by the version's first get (which opens every
+/// L0 table, at most `level0_stop_writes_trigger` of them), not when the version is
+/// built: a store opens without reading any table. If an L0 table cannot be opened
+/// then, `ribbons` stays empty and gets ask table by table, the failure reported by
+/// the get that reaches that table.
 #[derive(Debug, Clone, Default)]
 struct L0Bounds {
     prefix: Vec<u8>,
     words: Vec<(u64, u64)>,
-    ribbons: Vec<RibbonProbe>,
+    ribbons: OnceLock<Vec<RibbonProbe>>,
 }
 
 impl L0Bounds {
@@ -106,12 +207,18 @@ impl L0Bounds {
                     )
                 })
                 .collect(),
-            ribbons: l0
-                .iter()
-                .map(|t| t.table.ribbon_probe())
-                .collect::<Option<_>>()
-                .unwrap_or_default(),
+            ribbons: OnceLock::new(),
         }
+    }
+
+    /// Every L0 table's Ribbon probe (see `ribbons`), made on first call.
+    fn ribbons(&self, l0: &[Arc<TableHandle>]) -> &[RibbonProbe] {
+        self.ribbons.get_or_init(|| {
+            l0.iter()
+                .map(|t| t.table().ok()?.ribbon_probe())
+                .collect::<Option<_>>()
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -159,7 +266,8 @@ impl Version {
         let l0 = &self.levels[0];
         let bounds = &self.l0_bounds;
         if l0.len() <= 64 && bounds.words.len() == l0.len() {
-            let ribbons = (bounds.ribbons.len() == l0.len()).then_some(bounds.ribbons.as_slice());
+            let ribbons = bounds.ribbons(l0);
+            let ribbons = (ribbons.len() == l0.len()).then_some(ribbons);
             let mut candidates = 0u64;
             if keycmp::starts_with(key, &bounds.prefix) {
                 let w = keycmp::word_after(key, bounds.prefix.len());
@@ -169,12 +277,12 @@ impl Version {
                     } else if w < lo || hi < w {
                         false
                     } else {
-                        handle.table.covers(key) // a tie: the words cannot tell
+                        handle.covers(key) // a tie: the words cannot tell
                     };
                     if covered {
                         match ribbons {
                             Some(r) => r[i].prefetch(hash),
-                            None => handle.table.prefetch_filter(hash),
+                            None => handle.table()?.prefetch_filter(hash),
                         }
                         candidates |= 1 << i;
                     }
@@ -188,7 +296,7 @@ impl Version {
                     let maybe = RibbonProbe::first_maybe(ribbons, &mut candidates, hash);
                     tally.filters_asked(before ^ candidates, maybe.is_some());
                     let Some(i) = maybe else { break };
-                    if let Some(hit) = l0[i].table.read_hit_at(key, read_seq, tally)? {
+                    if let Some(hit) = l0[i].table()?.read_hit_at(key, read_seq, tally)? {
                         return Ok(Some(hit));
                     }
                 }
@@ -196,13 +304,13 @@ impl Version {
             while candidates != 0 {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                if let Some(hit) = l0[i].table.probe_hit_at(key, hash, read_seq, tally)? {
+                if let Some(hit) = l0[i].table()?.probe_hit_at(key, hash, read_seq, tally)? {
                     return Ok(Some(hit));
                 }
             }
         } else {
-            for handle in l0.iter().filter(|h| h.table.covers(key)) {
-                if let Some(hit) = handle.table.probe_hit_at(key, hash, read_seq, tally)? {
+            for handle in l0.iter().filter(|h| h.covers(key)) {
+                if let Some(hit) = handle.table()?.probe_hit_at(key, hash, read_seq, tally)? {
                     return Ok(Some(hit));
                 }
             }
@@ -216,7 +324,7 @@ impl Version {
             let i = level.partition_point(|h| keycmp::less(h.largest(), key));
             if let Some(handle) = level.get(i).filter(|h| !keycmp::less(key, h.smallest())) {
                 let mark = tally.mark();
-                let found = handle.table.probe_hit_at(key, hash, read_seq, tally)?;
+                let found = handle.table()?.probe_hit_at(key, hash, read_seq, tally)?;
                 tally.close_level(n, mark);
                 if found.is_some() {
                     return Ok(found);
@@ -255,13 +363,12 @@ impl Version {
          -> Result<()> {
             run.clear();
             run.extend_from_slice(keys);
-            handle.table.filter_batch(batch, &mut run, tally);
+            let table = handle.table()?;
+            table.filter_batch(batch, &mut run, tally);
             if run.is_empty() {
                 return Ok(());
             }
-            handle
-                .table
-                .read_batch(batch, &run, read_seq, tally, batch_tally, found)
+            table.read_batch(batch, &run, read_seq, tally, batch_tally, found)
         };
         for handle in &self.levels[0] {
             if pending.is_empty() {
@@ -323,10 +430,7 @@ impl Version {
     /// not change with the filters its tables carry (a filter allocation changes no
     /// compaction decision, and allocations can be compared on one shape).
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level]
-            .iter()
-            .map(|t| t.table.properties().data_size)
-            .sum()
+        self.levels[level].iter().map(|t| t.record.data_size).sum()
     }
 
     /// The deepest level holding any table, or 0.
@@ -410,11 +514,11 @@ mod tests {
                     Table::open(file, path(), counters, std::slice::from_ref(&policy)).unwrap();
                 assert_eq!(table.filter_info().unwrap().layout, "ribbon");
                 let number = u64::from(t) + 1;
-                (0, Arc::new(TableHandle { number, table }))
+                (0, Arc::new(TableHandle::opened(number, table)))
             })
             .collect();
         let version = Version::empty().apply(&[], tables);
-        assert_eq!(version.l0_bounds.ribbons.len(), 6);
+        assert_eq!(version.l0_bounds.ribbons(version.level(0)).len(), 6);
         let (mut found, mut read) = (0, 0);
         for i in 0..28_100 {
             let k = key(i);
@@ -425,9 +529,10 @@ mod tests {
             let want = version
                 .level(0)
                 .iter()
-                .filter(|h| h.table.covers(&k))
+                .filter(|h| h.covers(&k))
                 .find_map(|h| {
-                    h.table
+                    h.table()
+                        .unwrap()
                         .probe_hit_at(&k, hash, READ_LATEST, &mut slow)
                         .unwrap()
                 });

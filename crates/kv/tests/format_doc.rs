@@ -106,6 +106,7 @@ fn example_manifest() -> Vec<u8> {
         largest: Bytes::from_static(b"c"),
         entries: 2,
         max_seq: 2,
+        data_size: Some(150),
     };
     ManifestState::new(5, 2, 4, vec![table]).encode()
 }

@@ -356,7 +356,8 @@ impl Inner {
         stats.filter_memory_bytes = view
             .version
             .tables()
-            .map(|(_, t)| t.table.filter_memory_bytes() as u64)
+            .filter_map(|(_, t)| t.if_open())
+            .map(|t| t.filter_memory_bytes() as u64)
             .sum();
         stats
     }

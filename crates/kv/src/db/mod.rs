@@ -308,12 +308,14 @@ impl Db {
         self.inner.stats()
     }
 
-    /// Every live table with its filter's shape, L0 first.
+    /// Every live table with its filter's shape, L0 first. Opens the tables not yet
+    /// opened (their filters are what it describes); a table that cannot be opened
+    /// is left out (`verify` names it and why).
     pub fn table_infos(&self) -> Vec<TableInfo> {
         let view = self.inner.current();
         view.version
             .tables()
-            .map(|(level, t)| TableInfo::of(level, t.number, &t.table))
+            .filter_map(|(level, t)| Some(TableInfo::of(level, t.number, t.table().ok()?)))
             .collect()
     }
 
@@ -327,7 +329,15 @@ impl Db {
     pub fn drop_table_caches(&self) {
         let view = self.inner.current();
         for (_, t) in view.version.tables() {
-            let _ = t.table.drop_cache();
+            if let Some(table) = t.if_open() {
+                let _ = table.drop_cache();
+            } else {
+                // Not opened: its pages are dropped through a file opened for it.
+                let path = crate::filename::table_path(&self.inner.dir, t.number);
+                if let Ok(file) = self.inner.fs.open_random(&path) {
+                    let _ = file.drop_cache();
+                }
+            }
         }
     }
 

@@ -31,8 +31,9 @@ use crate::store_dir::{
     remove_obsolete, store_dir, stray_store_file, table_level, tidy_before_writing, write_state,
     DirState,
 };
+use crate::table_files::record_of;
 use crate::types::SeqNo;
-use crate::version::Version;
+use crate::version::{TableHandle, Version};
 use crate::wal::WalWriter;
 
 use super::background;
@@ -173,13 +174,20 @@ fn read_state_and_tidy(parts: &Parts) -> Result<(ManifestState, Vec<String>, Vec
     Ok((state, names, moved_aside))
 }
 
-/// Opens every live table; index and filter come into memory now.
+/// The live tables as the manifest records them, none of them read: each is opened
+/// on first use (`table_files::LazyTable`), so open reads no table file. A table
+/// recorded by a version-1 manifest, which lacks its data size, is opened now (as
+/// every table was before); the next manifest written records it.
 fn recover_tables(parts: &Parts, state: &ManifestState) -> Result<Version> {
     let files = parts.table_files();
+    let opener = files.opener();
     let mut tables = Vec::new();
     for meta in state.tables() {
         let level = table_level(&parts.dir, meta)?;
-        let handle = files.open(meta.number)?;
+        let handle = match record_of(meta) {
+            Some(record) => TableHandle::lazy(meta.number, record, opener.clone()),
+            None => files.open(meta.number)?,
+        };
         tables.push((level, Arc::new(handle)));
     }
     Ok(Version::empty().apply(&[], tables))
