@@ -171,6 +171,7 @@ fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
     assert_eq!(stats.data_block_reads, 0);
     assert_eq!(stats.open_table_files, 0);
     assert_eq!(stats.filter_memory_bytes, 0, "no filter in memory yet");
+    assert_eq!((stats.metadata_bytes, stats.opened_tables), (0, 0));
     assert_eq!(stats.tables_per_level.iter().sum::<usize>(), tables);
 
     // One get reads only the tables on its path: L0's three (the first get opens
@@ -191,6 +192,12 @@ fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
         reads <= 3 * 2 + (levels - 1) * 3,
         "{reads} reads for one get"
     );
+    let opened = db.stats().opened_tables;
+    assert!(
+        (3..=2 + levels).contains(&opened),
+        "{opened} tables opened by one get"
+    );
+    assert!(db.stats().metadata_bytes > 0);
 
     // A snapshot taken now keeps its view while later writes change the store.
     let snap = db.snapshot();
