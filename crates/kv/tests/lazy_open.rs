@@ -350,6 +350,14 @@ fn a_store_with_a_version_1_manifest_opens_and_upgrades() {
     mem.set_file_bytes(&manifest, bytes);
 
     let (db, log) = open_counted(&mem, FilterKind::default());
+    eprintln!(
+        "open of {tables} tables, each opened at open (as every open did before): {} file \
+         operations ({} open_random, {} read_exact_at, {} read_all)",
+        log.len(),
+        count(&log, OpKind::OpenRandom),
+        count(&log, OpKind::ReadAt),
+        count(&log, OpKind::ReadAll),
+    );
     assert_eq!(
         count(&log, OpKind::OpenRandom),
         tables,
