@@ -144,10 +144,10 @@ fn check_all(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, seed: u64) {
 #[test]
 fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
     let mem = MemFileSystem::new();
-    let (mut model, tables) = build(&mem, FilterKind::default());
+    let (mut model, tables) = build(&mem, FilterKind::Ribbon);
     assert!(tables >= 2_000, "{tables} tables");
 
-    let (db, log) = open_counted(&mem, FilterKind::default());
+    let (db, log) = open_counted(&mem, FilterKind::Ribbon);
     eprintln!(
         "open of {tables} tables: {} file operations ({} open_random, {} read_exact_at, \
          {} read_all)",
@@ -175,7 +175,7 @@ fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
     assert_eq!(stats.tables_per_level.iter().sum::<usize>(), tables);
 
     // One get reads only the tables on its path: L0's three (the first get opens
-    // them for their Ribbon probes) and at most one per deeper level.
+    // them all for their side-by-side Ribbon probes) and at most one per deeper level.
     let before = db.stats().data_block_reads;
     assert_eq!(
         db.get(key(5_001)).unwrap().map(|v| v.to_vec()).as_ref(),
@@ -189,7 +189,7 @@ fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
         .count() as u64;
     let reads = db.stats().data_block_reads - before;
     assert!(
-        reads <= 3 * 2 + (levels - 1) * 3,
+        reads <= 3 * 3 + (levels - 1) * 3,
         "{reads} reads for one get"
     );
     let opened = db.stats().opened_tables;
@@ -236,17 +236,18 @@ fn open_reads_no_table_and_every_read_path_opens_tables_on_first_use() {
     assert_eq!(on_disk, live, "retired tables are deleted, opened or not");
 
     // Reopened after the compaction: again nothing read, everything right.
-    let (db, log) = open_counted(&mem, FilterKind::default());
+    let (db, log) = open_counted(&mem, FilterKind::Ribbon);
     assert_eq!(count(&log, OpKind::OpenRandom), 0);
     check_all(&db, &model, 3);
 }
 
-/// With a Bloom filter (no Ribbon fast path in L0) the same holds.
+/// With the default cache-local Bloom filter (no side-by-side Ribbon probes in L0:
+/// each L0 table is opened by the first get its range covers) the same holds.
 #[test]
 fn lazy_tables_with_bloom_filters_answer_as_the_model() {
     let mem = MemFileSystem::new();
-    let (model, _) = build(&mem, FilterKind::StandardBloom);
-    let (db, log) = open_counted(&mem, FilterKind::StandardBloom);
+    let (model, _) = build(&mem, FilterKind::default());
+    let (db, log) = open_counted(&mem, FilterKind::default());
     assert_eq!(count(&log, OpKind::OpenRandom), 0);
     check_all(&db, &model, 4);
 }
