@@ -274,6 +274,7 @@ pub fn run_leveled(
             },
         )?;
         db.wait_for_compaction()?;
+        db.open_tables()?; // as `BloomkvStore::reopen` does
         progress.finish();
         rows.push(measure(&db, w, &label, budget)?);
     }

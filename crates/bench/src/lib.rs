@@ -393,7 +393,9 @@ pub(crate) fn load_flat_db<K: AsRef<[u8]>>(
     }
     progress.finish();
     db.close()?;
-    Ok(bloomkv_kv::Db::open(dir, options.clone())?)
+    let db = bloomkv_kv::Db::open(dir, options.clone())?;
+    db.open_tables()?; // as `BloomkvStore::reopen` does
+    Ok(db)
 }
 
 /// Loads the workload's keys into `store` and reopens it.

@@ -371,8 +371,7 @@ pub(crate) fn loads(
     incoming: u64,
 ) -> Vec<LevelLoad> {
     let (bytes, entries) = version.tables().fold((0u64, 0u64), |(b, e), (_, t)| {
-        let props = t.table.properties();
-        (b + props.data_size, e + props.entries)
+        (b + t.record.data_size, e + t.record.entries)
     });
     let entry_bytes = if entries == 0 {
         1.0
@@ -388,9 +387,8 @@ pub(crate) fn loads(
                 .level(l)
                 .iter()
                 .filter(|t| !inputs.contains(&t.number));
-            let (mut keys, mut count) = staying.fold((0u64, 0usize), |(k, c), t| {
-                (k + t.table.properties().entries, c + 1)
-            });
+            let (mut keys, mut count) =
+                staying.fold((0u64, 0usize), |(k, c), t| (k + t.entries(), c + 1));
             if l == level {
                 keys += incoming;
                 count += 1;

@@ -20,6 +20,8 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::{FileSystem, OsFileSystem};
+use crate::lazy_table::live_table_error;
+use crate::lazy_table::TableRecord;
 use crate::manifest::{self, ManifestState};
 use crate::options::Options;
 use crate::options::WalRecovery;
@@ -28,7 +30,6 @@ use crate::settings::SettingsState;
 use crate::sstable::{self, show_key, Table};
 use crate::stats::Counters;
 use crate::store_dir::{live_wals, no_manifest, table_level, DirState};
-use crate::table_files::live_table_error;
 
 // What `inspect` shows of each table is described where tables are opened, so that
 // `Db::table_infos` needs nothing of this module.
@@ -449,12 +450,30 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         report.files_checked += 1;
         match fs.open_random(&path) {
             Ok(file) => {
-                for p in sstable::check_file(file, path.clone()) {
+                let problems = sstable::check_file(file.clone(), path.clone());
+                let sound = problems.is_empty();
+                for p in problems {
                     report.problems.push(Problem {
                         file: path.clone(),
                         offset: Some(p.offset),
                         what: format!("{}: {}", p.kind, p.reason),
                     });
+                }
+                // A sound table must also be the one the manifest records: a store
+                // opens without reading its tables, and its first read of a table
+                // that does not match fails as corruption.
+                let meta = state
+                    .iter()
+                    .flat_map(|s| s.tables())
+                    .find(|t| t.number == number);
+                if let (true, Some(meta)) = (sound, meta) {
+                    if let Some(why) = record_mismatch(file, &path, meta) {
+                        report.problems.push(Problem {
+                            file: path.clone(),
+                            offset: None,
+                            what: why,
+                        });
+                    }
                 }
             }
             // A missing table is damage; any other refusal (permissions, too many
@@ -507,6 +526,34 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
         report.recovery.push(verdict);
     }
     Ok(report)
+}
+
+/// Why table `file` is not the one `meta` (the manifest's record) describes, if it
+/// is not. A version-1 record has no data size; the rest is compared.
+fn record_mismatch(
+    file: Arc<dyn crate::fs::RandomAccessFile>,
+    path: &Path,
+    meta: &crate::manifest::TableMeta,
+) -> Option<String> {
+    let table = match Table::open(file, path.to_path_buf(), Arc::new(Counters::default()), &[]) {
+        Ok(t) => t,
+        Err(e) => return Some(e.to_string()),
+    };
+    let found = TableRecord::of(&table);
+    let expected = TableRecord {
+        smallest: meta.smallest.clone(),
+        largest: meta.largest.clone(),
+        file_size: meta.file_size,
+        data_size: meta.data_size.unwrap_or(found.data_size),
+        entries: meta.entries,
+        max_seq: meta.max_seq,
+    };
+    (found != expected).then(|| {
+        format!(
+            "live table does not match the manifest: the manifest records {expected}, \
+             the file holds {found}"
+        )
+    })
 }
 
 #[cfg(test)]

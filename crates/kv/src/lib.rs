@@ -51,6 +51,7 @@ pub mod filter_plan;
 pub mod fs;
 mod inspect;
 mod keycmp;
+mod lazy_table;
 pub mod learned;
 pub mod manifest;
 pub mod memtable;

@@ -7,14 +7,14 @@
 //! fsynced so the rename itself survives a crash. A reader therefore sees the old
 //! manifest or the new one, never a mix; a `MANIFEST.tmp` left by a crash is ignored.
 //!
-//! # Format (version 1)
+//! # Format (version 2; version 1 is still read)
 //!
 //! All integers little-endian.
 //!
 //! ```text
 //! offset  size  field
 //! 0       8     magic "BKVMANIF"
-//! 8       4     format version (1)
+//! 8       4     format version (2; or 1, written by earlier builds)
 //! 12      8     next_file_number   the next number to give a table or log
 //! 20      8     last_sequence      every table entry has seq <= this
 //! 28      8     wal_number         the oldest log still needed: open replays every
@@ -25,6 +25,8 @@
 //!               +-----------+------------+--------------+-------------+-------------+
 //!               | level u32 | number u64 | file_size u64| entries u64 | max_seq u64 |
 //!               +-----------+------------+--------------+-------------+-------------+
+//!               | data_size u64 (version 2 only) |
+//!               +--------------------------------+
 //!               | smallest_len u32 | smallest | largest_len u32 | largest |
 //!               +------------------+----------+-----------------+---------+
 //!
@@ -34,11 +36,20 @@
 //! Tables are listed in the order the store gave them (for level 0, the store's
 //! newest-first order is preserved).
 //!
+//! Version 2 adds each table's `data_size` (the bytes of its data blocks, what level
+//! sizing counts), so that with its key range, size, entries and `max_seq` the
+//! manifest holds everything a version needs to place lookups and plan compactions,
+//! and open need read no table file (tables are opened on first use). A version-1
+//! manifest decodes with `data_size` unknown (`None`); open then opens those tables
+//! to learn it, and the next manifest written is version 2.
+//! [`ManifestState::encode`] writes version 2 when every table's `data_size` is
+//! known (always, for a state a store writes), else version 1.
+//!
 //! # Validation
 //!
 //! [`ManifestState::decode`] checks, in order: the length can hold the fixed fields,
 //! the magic, the checksum, the version, the table count against the bytes present
-//! (each table takes at least 44 bytes) before allocating, every key length against the
+//! (each table takes at least 44 bytes, 52 in version 2) before allocating, every key length against the
 //! bytes that remain, that no byte follows the last table, and the state's invariants:
 //! `next_file_number <= MAX_FILE_NUMBER` and `last_sequence <= MAX_SEQ` (ceilings no
 //! store reaches, so that counting on from them cannot overflow), `level < MAX_LEVELS`,
@@ -63,8 +74,11 @@ use crate::types::{SeqNo, MAX_SEQ};
 /// The first eight bytes of every manifest.
 pub const MAGIC: [u8; 8] = *b"BKVMANIF";
 
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes (and the newest it reads).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this code reads (no per-table data size).
+pub const FORMAT_VERSION_V1: u32 = 1;
 
 /// Levels are numbered `0..MAX_LEVELS`.
 pub const MAX_LEVELS: u32 = 16;
@@ -73,8 +87,10 @@ pub const MAX_LEVELS: u32 = 16;
 const HEADER_LEN: usize = 8 + 4 + 8 + 8 + 8 + 4;
 /// The trailing checksum.
 const CRC_LEN: usize = 4;
-/// A table record with two empty keys.
-const MIN_TABLE_LEN: usize = 4 + 8 + 8 + 8 + 8 + 4 + 4;
+/// A version-1 table record with two empty keys.
+const MIN_TABLE_LEN_V1: usize = 4 + 8 + 8 + 8 + 8 + 4 + 4;
+/// A version-2 table record with two empty keys (adds `data_size`).
+const MIN_TABLE_LEN: usize = MIN_TABLE_LEN_V1 + 8;
 
 /// One live table as the manifest records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +109,9 @@ pub struct TableMeta {
     pub entries: u64,
     /// The highest sequence number in the table.
     pub max_seq: SeqNo,
+    /// The bytes of the table's data blocks (`None`: read from a version-1 manifest,
+    /// which did not record it).
+    pub data_size: Option<u64>,
 }
 
 /// The durable state of a store: its live tables and the counters recovery resumes.
@@ -146,16 +165,22 @@ impl ManifestState {
         &self.tables
     }
 
-    /// The manifest file's bytes for this state.
+    /// The manifest file's bytes for this state: version 2 if every table's data
+    /// size is known, else version 1 (which does not record it).
     pub fn encode(&self) -> Vec<u8> {
+        let sizes: Option<Vec<u64>> = self.tables.iter().map(|t| t.data_size).collect();
+        let (version, min_len) = match sizes {
+            Some(_) => (FORMAT_VERSION, MIN_TABLE_LEN),
+            None => (FORMAT_VERSION_V1, MIN_TABLE_LEN_V1),
+        };
         let keys: usize = self
             .tables
             .iter()
-            .map(|t| MIN_TABLE_LEN + t.smallest.len() + t.largest.len())
+            .map(|t| min_len + t.smallest.len() + t.largest.len())
             .sum();
         let mut out = Vec::with_capacity(HEADER_LEN + keys + CRC_LEN);
         out.extend_from_slice(&MAGIC);
-        put_u32(&mut out, FORMAT_VERSION);
+        put_u32(&mut out, version);
         put_u64(&mut out, self.next_file_number);
         put_u64(&mut out, self.last_sequence);
         put_u64(&mut out, self.wal_number);
@@ -166,6 +191,9 @@ impl ManifestState {
             put_u64(&mut out, t.file_size);
             put_u64(&mut out, t.entries);
             put_u64(&mut out, t.max_seq);
+            if let (FORMAT_VERSION, Some(size)) = (version, t.data_size) {
+                put_u64(&mut out, size);
+            }
             put_u32(&mut out, t.smallest.len() as u32);
             out.extend_from_slice(&t.smallest);
             put_u32(&mut out, t.largest.len() as u32);
@@ -200,17 +228,22 @@ impl ManifestState {
 
         let mut r = Cursor { buf: body, pos: 8 };
         let version = r.u32().ok_or_else(|| corrupt("truncated header".into()))?;
-        if version != FORMAT_VERSION {
-            return Err(corrupt(format!(
-                "unsupported format version {version} (this build reads {FORMAT_VERSION})"
-            )));
-        }
+        let min_len = match version {
+            FORMAT_VERSION => MIN_TABLE_LEN,
+            FORMAT_VERSION_V1 => MIN_TABLE_LEN_V1,
+            _ => {
+                return Err(corrupt(format!(
+                    "unsupported format version {version} (this build reads \
+                     {FORMAT_VERSION_V1} and {FORMAT_VERSION})"
+                )))
+            }
+        };
         let header = (|| Some((r.u64()?, r.u64()?, r.u64()?, r.u32()?)))();
         let (next_file_number, last_sequence, wal_number, count) =
             header.ok_or_else(|| corrupt("truncated header".into()))?;
         let count = count as usize;
         // Validate the count before it sizes an allocation.
-        if count > r.remaining() / MIN_TABLE_LEN {
+        if count > r.remaining() / min_len {
             return Err(corrupt(format!(
                 "table count {count} cannot fit in {} bytes",
                 r.remaining()
@@ -219,7 +252,7 @@ impl ManifestState {
         let mut tables = Vec::with_capacity(count);
         for i in 0..count {
             let table = r
-                .table()
+                .table(version == FORMAT_VERSION)
                 .ok_or_else(|| corrupt(format!("table record {i} runs past the end")))?;
             tables.push(table);
         }
@@ -330,13 +363,27 @@ impl Cursor<'_> {
         self.take(len).map(Bytes::copy_from_slice)
     }
 
-    fn table(&mut self) -> Option<TableMeta> {
+    /// One table record (`with_data_size`: a version-2 record).
+    fn table(&mut self, with_data_size: bool) -> Option<TableMeta> {
+        let (level, number, file_size, entries, max_seq) = (
+            self.u32()?,
+            self.u64()?,
+            self.u64()?,
+            self.u64()?,
+            self.u64()?,
+        );
+        let data_size = if with_data_size {
+            Some(self.u64()?)
+        } else {
+            None
+        };
         Some(TableMeta {
-            level: self.u32()?,
-            number: self.u64()?,
-            file_size: self.u64()?,
-            entries: self.u64()?,
-            max_seq: self.u64()?,
+            level,
+            number,
+            file_size,
+            entries,
+            max_seq,
+            data_size,
             smallest: self.key()?,
             largest: self.key()?,
         })
@@ -414,6 +461,7 @@ mod tests {
             largest: Bytes::copy_from_slice(largest.as_bytes()),
             entries: 100 + number,
             max_seq: 10 * number,
+            data_size: Some(4000 * number),
         }
     }
 
@@ -472,7 +520,7 @@ mod tests {
     fn header_layout_is_as_documented() {
         let bytes = sample().encode();
         assert_eq!(&bytes[0..8], b"BKVMANIF");
-        assert_eq!(LittleEndian::read_u32(&bytes[8..12]), 1);
+        assert_eq!(LittleEndian::read_u32(&bytes[8..12]), 2);
         assert_eq!(LittleEndian::read_u64(&bytes[12..20]), 12);
         assert_eq!(LittleEndian::read_u64(&bytes[20..28]), 500);
         assert_eq!(LittleEndian::read_u64(&bytes[28..36]), 11);
@@ -480,6 +528,8 @@ mod tests {
         // First table: level 0, number 9.
         assert_eq!(LittleEndian::read_u32(&bytes[40..44]), 0);
         assert_eq!(LittleEndian::read_u64(&bytes[44..52]), 9);
+        // Its data size follows max_seq (version 2).
+        assert_eq!(LittleEndian::read_u64(&bytes[76..84]), 36_000);
         let n = bytes.len();
         assert_eq!(
             LittleEndian::read_u32(&bytes[n - 4..]),
@@ -522,7 +572,7 @@ mod tests {
         // A key length of 4 GiB - 1 with a valid checksum.
         let state = ManifestState::new(2, 10, 1, vec![table(0, 0, "a", "b")]);
         let mut body = unsealed(&state);
-        let smallest_len_at = HEADER_LEN + 4 + 8 * 4;
+        let smallest_len_at = HEADER_LEN + 4 + 8 * 5;
         body[smallest_len_at..smallest_len_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(assert_corrupt(&seal(body)).contains("runs past the end"));
     }
@@ -594,8 +644,25 @@ mod tests {
         bytes[0] = b'X';
         assert!(assert_corrupt(&bytes).contains("magic"));
         let mut body = unsealed(&sample());
-        body[8..12].copy_from_slice(&2u32.to_le_bytes());
-        assert!(assert_corrupt(&seal(body)).contains("version 2"));
+        body[8..12].copy_from_slice(&3u32.to_le_bytes());
+        assert!(assert_corrupt(&seal(body)).contains("version 3"));
+    }
+
+    /// A version-1 manifest (no data sizes) still decodes, with the sizes unknown;
+    /// such a state encodes as version 1 again, and one with every size known as 2.
+    #[test]
+    fn version_1_manifests_still_decode() {
+        let mut old = sample();
+        for t in &mut old.tables {
+            t.data_size = None;
+        }
+        let bytes = old.encode();
+        assert_eq!(bytes[8..12], 1u32.to_le_bytes());
+        assert_eq!(bytes.len() + 8 * old.tables.len(), sample().encode().len());
+        let decoded = ManifestState::decode(&bytes, path()).unwrap();
+        assert_eq!(decoded, old);
+        assert!(decoded.tables().iter().all(|t| t.data_size.is_none()));
+        assert_eq!(sample().encode()[8..12], 2u32.to_le_bytes());
     }
 
     #[test]
@@ -786,7 +853,11 @@ mod tests {
             raw in proptest::collection::vec(table_strategy(), 0..12),
             extra_files in 1u64..1000,
             extra_seq in 0u64..1000,
+            with_sizes in any::<bool>(),
         ) {
+            // A state is written as version 2 only when every table's data size is
+            // known, and as version 1 (no sizes) otherwise, so a round trip keeps
+            // either all sizes or none.
             let tables: Vec<TableMeta> = raw
                 .into_iter()
                 .enumerate()
@@ -800,6 +871,7 @@ mod tests {
                         largest: Bytes::from(largest),
                         entries,
                         max_seq,
+                        data_size: with_sizes.then_some(size / 2),
                     }
                 })
                 .collect();

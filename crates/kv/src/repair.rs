@@ -479,7 +479,7 @@ fn write_merged(
         .map(Ok),
     )];
     for t in sound {
-        sources.push(Box::new(t.table.iter_from(Bound::Unbounded)));
+        sources.push(Box::new(t.table()?.iter_from(Bound::Unbounded)));
     }
     // No snapshot can exist during a repair: the newest version of each key, and
     // tombstones dropped (nothing older survives the rebuild for them to hide).

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::merge::{Direction, MergeIter, Source};
 use crate::sstable::Table;
@@ -57,6 +57,8 @@ pub struct ScanIter {
     /// The last key `next_back` yielded (or passed over as deleted).
     back_key: Option<Bytes>,
     done: bool,
+    /// An error to yield before anything else (a table that could not be opened).
+    failed: Option<Error>,
     /// The store, held as a snapshot holds it: its lock stays taken while the scan
     /// lives, so no other `Db` can open the directory and delete tables the scan reads.
     /// Declared last, so dropped last: a scan that holds a closed store's last handle
@@ -97,7 +99,14 @@ impl ScanIter {
             front_key: None,
             back_key: None,
             done: false,
+            failed: None,
         }
+    }
+
+    /// The scan, made to yield `failed` (if any) as its first and last item.
+    pub(crate) fn failing(mut self, failed: Option<Error>) -> ScanIter {
+        self.failed = failed;
+        self
     }
 
     /// The merge of every source walking in `direction`. A backward walk opened after
@@ -167,6 +176,10 @@ impl ScanIter {
     /// independent merges; each remembers the last key it passed, and each stops
     /// where the other has been.
     fn step(&mut self, direction: Direction) -> Option<Result<(Bytes, Bytes)>> {
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
         while !self.done {
             if self.merge(direction).is_none() {
                 let opened = self.open(direction);

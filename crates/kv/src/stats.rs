@@ -366,8 +366,14 @@ pub struct DbStats {
     pub levels: Vec<LevelStats>,
     /// Live tables per level, L0 first.
     pub tables_per_level: Vec<usize>,
-    /// Bytes of filter held in memory across all live tables.
+    /// Bytes of filter held in memory across the live tables opened so far (a table
+    /// is opened by the first read that reaches it, not by `Db::open`).
     pub filter_memory_bytes: u64,
+    /// Bytes of index and filter held in memory across the live tables opened so far.
+    pub metadata_bytes: u64,
+    /// Live tables opened so far (their index and filter in memory); the others are
+    /// known from the manifest alone.
+    pub opened_tables: u64,
     /// WAL bytes that open did not replay: torn tails, and whatever the chosen
     /// `WalRecovery` mode skipped or cut (listed in `Db::recovery_report`).
     pub wal_tail_bytes_dropped: u64,
@@ -530,6 +536,8 @@ impl Counters {
             levels: self.level_stats(&totals),
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
+            metadata_bytes: 0,
+            opened_tables: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
             prefix_checks: self.sum(|s| &s.prefix_checks),
             prefix_negatives: self.sum(|s| &s.prefix_negatives),

@@ -92,8 +92,9 @@ pub(crate) fn write_state(
             file_size: t.file_size(),
             smallest: Bytes::copy_from_slice(t.smallest()),
             largest: Bytes::copy_from_slice(t.largest()),
-            entries: t.table.properties().entries,
+            entries: t.entries(),
             max_seq: t.max_seq(),
+            data_size: Some(t.record.data_size),
         })
         .collect();
     let state = ManifestState::new(next_file_number, last_sequence, wal_number, tables);

@@ -10,6 +10,8 @@
 //! [`TableFiles`] names what that takes (directory, file system, table cache, options,
 //! counters, the policies that open filters); the caller chooses each new table's
 //! number and filter policy.
+//!
+//! A store opens the tables its manifest names lazily (`lazy_table.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,14 +20,13 @@ use bloomkv_filter::{FilterInfo, FilterPolicy, RangeFilterStats};
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::filename;
 use crate::fs::FileSystem;
+use crate::lazy_table::{open_table, TableOpener};
 use crate::options::Options;
 use crate::sstable::TableCache;
-use crate::sstable::{
-    show_key, FilterState, RangeFilterState, Table, TableBuilder, TableFile, TableOptions,
-};
+use crate::sstable::{show_key, FilterState, RangeFilterState, Table, TableBuilder, TableOptions};
 use crate::stats::Counters;
 use crate::types::Entry;
 use crate::version::TableHandle;
@@ -48,11 +49,19 @@ pub(crate) struct TableFiles<'a> {
 impl TableFiles<'_> {
     /// Opens live table `number` (index and filter come into memory).
     pub(crate) fn open(&self, number: u64) -> Result<TableHandle> {
-        let path = filename::table_path(self.dir, number);
-        let file = TableFile::cached(self.cache.slot(path.clone()), self.counters.clone());
-        let table =
-            Table::open_file(file, self.policies).map_err(|e| live_table_error(&path, e))?;
-        Ok(TableHandle { number, table })
+        let table = open_table(self.dir, self.cache, self.counters, self.policies, number)?;
+        Ok(TableHandle::opened(number, table))
+    }
+
+    /// What a [`LazyTable`] of this store opens with, to be shared by all of them.
+    pub(crate) fn opener(&self) -> Arc<TableOpener> {
+        Arc::new(TableOpener {
+            fs: self.fs.clone(),
+            cache: self.cache.clone(),
+            dir: self.dir.to_path_buf(),
+            counters: self.counters.clone(),
+            policies: self.policies.to_vec(),
+        })
     }
 
     /// Writes `entries` as table `number` with `policy`'s filter: temp name, fsync,
@@ -104,25 +113,6 @@ impl TableFiles<'_> {
             let _ = fs.remove(if renamed { &path } else { &tmp });
         }
         built
-    }
-}
-
-/// What a failure to open a live table means. A table the manifest names that is
-/// missing, or shorter than its own footer says, is corruption; any other I/O error
-/// (too many open files, permission denied, a full disk, a device error) is the
-/// operating system's refusal, reported as `Error::Io` with the path: the store may
-/// well be sound.
-pub(crate) fn live_table_error(path: &Path, e: Error) -> Error {
-    match e {
-        Error::Io(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
-            ) =>
-        {
-            Error::corruption(path, format!("live table cannot be read: {e}"))
-        }
-        other => other,
     }
 }
 

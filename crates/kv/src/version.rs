@@ -13,38 +13,91 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use std::sync::OnceLock;
+
 use bloomkv_filter::{KeyHash, RibbonProbe};
 
 use crate::error::Result;
 use crate::keycmp;
+use crate::lazy_table::{LazyTable, TableOpener, TableRecord};
 use crate::sstable::{BatchKey, BatchTally, Table};
 use crate::stats::ReadTally;
 use crate::types::{Hit, SeqNo, NUM_LEVELS};
 
-/// A live table: its number and level in the store, and the opened reader.
+/// A live table: its number, what the manifest knows of it, and its reader, opened on
+/// first use (see `lazy_table::LazyTable`).
 #[derive(Debug)]
 pub(crate) struct TableHandle {
     /// The file number (`{number:06}.sst`).
     pub number: u64,
-    /// The opened table: footer, index and filter in memory.
-    pub table: Table,
+    /// Key range, sizes, entries and `max_seq`: all a version needs to place a
+    /// lookup or plan a compaction without reading the table.
+    pub record: TableRecord,
+    /// The reader: footer, index and filter in memory once opened.
+    table: LazyTable,
 }
 
 impl TableHandle {
+    /// A handle on a table already open (one just built).
+    pub(crate) fn opened(number: u64, table: Table) -> TableHandle {
+        TableHandle {
+            number,
+            record: TableRecord::of(&table),
+            table: LazyTable::opened(number, table),
+        }
+    }
+
+    /// A handle on a table the manifest records, opened by `opener` on first use.
+    pub(crate) fn lazy(number: u64, record: TableRecord, opener: Arc<TableOpener>) -> TableHandle {
+        TableHandle {
+            number,
+            table: LazyTable::unopened(number, record.clone(), opener),
+            record,
+        }
+    }
+
+    /// The table's reader, opened now if this is its first use. An error is the
+    /// failure an open of the table reports (`Corruption` naming the file if it is
+    /// missing, damaged, or does not match the manifest).
+    #[inline]
+    pub(crate) fn table(&self) -> Result<&Table> {
+        self.table.get()
+    }
+
+    /// The reader if the table has been opened, without opening it.
+    pub(crate) fn if_open(&self) -> Option<&Table> {
+        self.table.if_open()
+    }
+
+    /// Marks the table's file for deletion once no reader holds it.
+    pub(crate) fn mark_obsolete(&self) {
+        self.table.mark_obsolete();
+    }
+
     pub(crate) fn smallest(&self) -> &[u8] {
-        self.table.smallest()
+        &self.record.smallest
     }
 
     pub(crate) fn largest(&self) -> &[u8] {
-        self.table.largest()
+        &self.record.largest
     }
 
     pub(crate) fn file_size(&self) -> u64 {
-        self.table.file_size()
+        self.record.file_size
     }
 
     pub(crate) fn max_seq(&self) -> SeqNo {
-        self.table.properties().max_seq
+        self.record.max_seq
+    }
+
+    pub(crate) fn entries(&self) -> u64 {
+        self.record.entries
+    }
+
+    /// Whether `key` lies within the table's key range.
+    #[inline]
+    pub(crate) fn covers(&self, key: &[u8]) -> bool {
+        !keycmp::less(key, self.smallest()) && !keycmp::less(self.largest(), key)
     }
 
     /// Whether the table's key range intersects `[smallest, largest]`.
@@ -78,12 +131,16 @@ pub(crate) struct Version {
 ///
 /// `ribbons[i]` is table `i`'s filter when every L0 table has a version-3 Ribbon filter
 /// (else `ribbons` is empty): a get then asks them side by side, without a virtual
-/// call per table (`RibbonProbe`).
+/// call per table (`RibbonProbe`). Made by the version's first get (which opens every
+/// L0 table, at most `level0_stop_writes_trigger` of them), not when the version is
+/// built: a store opens without reading any table. If an L0 table cannot be opened
+/// then, `ribbons` stays empty and gets ask table by table, the failure reported by
+/// the get that reaches that table.
 #[derive(Debug, Clone, Default)]
 struct L0Bounds {
     prefix: Vec<u8>,
     words: Vec<(u64, u64)>,
-    ribbons: Vec<RibbonProbe>,
+    ribbons: OnceLock<Vec<RibbonProbe>>,
 }
 
 impl L0Bounds {
@@ -107,12 +164,18 @@ impl L0Bounds {
                     )
                 })
                 .collect(),
-            ribbons: l0
-                .iter()
-                .map(|t| t.table.ribbon_probe())
-                .collect::<Option<_>>()
-                .unwrap_or_default(),
+            ribbons: OnceLock::new(),
         }
+    }
+
+    /// Every L0 table's Ribbon probe (see `ribbons`), made on first call.
+    fn ribbons(&self, l0: &[Arc<TableHandle>]) -> &[RibbonProbe] {
+        self.ribbons.get_or_init(|| {
+            l0.iter()
+                .map(|t| t.table().ok()?.ribbon_probe())
+                .collect::<Option<_>>()
+                .unwrap_or_default()
+        })
     }
 }
 
@@ -160,7 +223,8 @@ impl Version {
         let l0 = &self.levels[0];
         let bounds = &self.l0_bounds;
         if l0.len() <= 64 && bounds.words.len() == l0.len() {
-            let ribbons = (bounds.ribbons.len() == l0.len()).then_some(bounds.ribbons.as_slice());
+            let ribbons = bounds.ribbons(l0);
+            let ribbons = (ribbons.len() == l0.len()).then_some(ribbons);
             let mut candidates = 0u64;
             if keycmp::starts_with(key, &bounds.prefix) {
                 let w = keycmp::word_after(key, bounds.prefix.len());
@@ -170,12 +234,12 @@ impl Version {
                     } else if w < lo || hi < w {
                         false
                     } else {
-                        handle.table.covers(key) // a tie: the words cannot tell
+                        handle.covers(key) // a tie: the words cannot tell
                     };
                     if covered {
                         match ribbons {
                             Some(r) => r[i].prefetch(hash),
-                            None => handle.table.prefetch_filter(hash),
+                            None => handle.table()?.prefetch_filter(hash),
                         }
                         candidates |= 1 << i;
                     }
@@ -189,7 +253,7 @@ impl Version {
                     let maybe = RibbonProbe::first_maybe(ribbons, &mut candidates, hash);
                     tally.filters_asked(before ^ candidates, maybe.is_some());
                     let Some(i) = maybe else { break };
-                    if let Some(hit) = l0[i].table.read_hit_at(key, hash, read_seq, tally)? {
+                    if let Some(hit) = l0[i].table()?.read_hit_at(key, hash, read_seq, tally)? {
                         return Ok(Some(hit));
                     }
                 }
@@ -197,13 +261,13 @@ impl Version {
             while candidates != 0 {
                 let i = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
-                if let Some(hit) = l0[i].table.probe_hit_at(key, hash, read_seq, tally)? {
+                if let Some(hit) = l0[i].table()?.probe_hit_at(key, hash, read_seq, tally)? {
                     return Ok(Some(hit));
                 }
             }
         } else {
-            for handle in l0.iter().filter(|h| h.table.covers(key)) {
-                if let Some(hit) = handle.table.probe_hit_at(key, hash, read_seq, tally)? {
+            for handle in l0.iter().filter(|h| h.covers(key)) {
+                if let Some(hit) = handle.table()?.probe_hit_at(key, hash, read_seq, tally)? {
                     return Ok(Some(hit));
                 }
             }
@@ -217,7 +281,7 @@ impl Version {
             let i = level.partition_point(|h| keycmp::less(h.largest(), key));
             if let Some(handle) = level.get(i).filter(|h| !keycmp::less(key, h.smallest())) {
                 let mark = tally.mark();
-                let found = handle.table.probe_hit_at(key, hash, read_seq, tally)?;
+                let found = handle.table()?.probe_hit_at(key, hash, read_seq, tally)?;
                 tally.close_level(n, mark);
                 if found.is_some() {
                     return Ok(found);
@@ -256,13 +320,12 @@ impl Version {
          -> Result<()> {
             run.clear();
             run.extend_from_slice(keys);
-            handle.table.filter_batch(batch, &mut run, tally);
+            let table = handle.table()?;
+            table.filter_batch(batch, &mut run, tally);
             if run.is_empty() {
                 return Ok(());
             }
-            handle
-                .table
-                .read_batch(batch, &run, read_seq, tally, batch_tally, found)
+            table.read_batch(batch, &run, read_seq, tally, batch_tally, found)
         };
         // Once a table has had to read, the batch is meeting the device: the blocks
         // every later table may need are hinted to the OS at once, so their device
@@ -303,12 +366,16 @@ impl Version {
     }
 
     /// Hints the uncached blocks `pending` may need in L0's tables from position
-    /// `first` on and in every deeper level (see [`Table::hint_batch`]).
+    /// `first` on and in every deeper level (see [`Table::hint_batch`]). A table not
+    /// yet open is opened here, as the batch's read of it would; a table that fails to
+    /// open gets no hint, and the read that follows reports the failure.
     fn hint_from(&self, batch: &[BatchKey], pending: &[u32], first: usize) {
         for handle in self.levels[0].iter().skip(first) {
             let covered = covered_run(batch, pending, handle);
             if !covered.is_empty() {
-                handle.table.hint_batch(batch, &pending[covered]);
+                if let Ok(table) = handle.table() {
+                    table.hint_batch(batch, &pending[covered]);
+                }
             }
         }
         self.hint_deeper(batch, pending, 1);
@@ -318,7 +385,9 @@ impl Version {
     fn hint_deeper(&self, batch: &[BatchKey], pending: &[u32], first: usize) {
         for level in self.levels.iter().skip(first.max(1)) {
             for (t, keys) in level_runs(batch, pending, level) {
-                level[t].table.hint_batch(batch, &pending[keys]);
+                if let Ok(table) = level[t].table() {
+                    table.hint_batch(batch, &pending[keys]);
+                }
             }
         }
     }
@@ -337,10 +406,7 @@ impl Version {
     /// not change with the filters its tables carry (a filter allocation changes no
     /// compaction decision, and allocations can be compared on one shape).
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level]
-            .iter()
-            .map(|t| t.table.properties().data_size)
-            .sum()
+        self.levels[level].iter().map(|t| t.record.data_size).sum()
     }
 
     /// The deepest level holding any table, or 0.
@@ -460,11 +526,11 @@ mod tests {
                     Table::open(file, path(), counters, std::slice::from_ref(&policy)).unwrap();
                 assert_eq!(table.filter_info().unwrap().layout, "ribbon");
                 let number = u64::from(t) + 1;
-                (0, Arc::new(TableHandle { number, table }))
+                (0, Arc::new(TableHandle::opened(number, table)))
             })
             .collect();
         let version = Version::empty().apply(&[], tables);
-        assert_eq!(version.l0_bounds.ribbons.len(), 6);
+        assert_eq!(version.l0_bounds.ribbons(version.level(0)).len(), 6);
         let (mut found, mut read) = (0, 0);
         for i in 0..28_100 {
             let k = key(i);
@@ -475,9 +541,10 @@ mod tests {
             let want = version
                 .level(0)
                 .iter()
-                .filter(|h| h.table.covers(&k))
+                .filter(|h| h.covers(&k))
                 .find_map(|h| {
-                    h.table
+                    h.table()
+                        .unwrap()
                         .probe_hit_at(&k, hash, READ_LATEST, &mut slow)
                         .unwrap()
                 });

@@ -263,6 +263,7 @@ fn a_corrupt_filter_inside_a_batch_fails_open_and_is_counted() {
     mem.set_file_bytes(&table, bytes);
 
     let db = Db::open(Path::new("/db"), mem_options(&fs)).unwrap();
+    db.open_tables().unwrap();
     assert_eq!(
         db.stats().filter_corrupt,
         1,

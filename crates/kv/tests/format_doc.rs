@@ -106,6 +106,7 @@ fn example_manifest() -> Vec<u8> {
         largest: Bytes::from_static(b"c"),
         entries: 2,
         max_seq: 2,
+        data_size: Some(150),
     };
     ManifestState::new(5, 2, 4, vec![table]).encode()
 }
@@ -259,10 +260,19 @@ fn wal_header_checksums_are_as_drawn() {
 
 #[test]
 fn manifest_sizes_are_as_drawn() {
-    // 40 fixed bytes, 44 per table plus its two keys, 4 of CRC.
+    // 40 fixed bytes, 52 per table plus its two keys (44 in version 1), 4 of CRC.
     let empty = ManifestState::new(1, 0, 0, Vec::new()).encode();
     assert_eq!(empty.len(), 40 + 4);
-    assert_eq!(example_manifest().len(), 40 + 44 + 2 + 4);
+    assert_eq!(example_manifest().len(), 40 + 52 + 2 + 4);
+    assert_eq!(example_manifest()[8..12], 2u32.to_le_bytes());
+    let mut v1 = ManifestState::decode(&example_manifest(), Path::new("MANIFEST"))
+        .unwrap()
+        .tables()
+        .to_vec();
+    v1[0].data_size = None;
+    let v1 = ManifestState::new(5, 2, 4, v1).encode();
+    assert_eq!(v1.len(), 40 + 44 + 2 + 4);
+    assert_eq!(v1[8..12], 1u32.to_le_bytes());
     // The example is a manifest a store would accept.
     let decoded = ManifestState::decode(&example_manifest(), Path::new("MANIFEST")).unwrap();
     assert_eq!(decoded.wal_number(), 4);

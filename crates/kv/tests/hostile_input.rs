@@ -380,6 +380,7 @@ fn sample_manifest() -> Vec<u8> {
         largest: Bytes::from_static(l.as_bytes()),
         entries: 10,
         max_seq: number * 3,
+        data_size: Some(4000),
     };
     ManifestState::new(20, 100, 19, vec![t(0, 12, "a", "m"), t(1, 7, "b", "z")]).encode()
 }

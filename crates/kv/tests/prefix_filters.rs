@@ -159,7 +159,6 @@ fn a_corrupt_filter_fails_open_for_prefix_scans() {
         std::fs::write(path, bytes).unwrap();
     }
     let db = Db::open(dir.path(), options(Some(6))).unwrap();
-    assert_eq!(db.stats().filter_corrupt, 10);
     for user in (0..4000).step_by(97) {
         let prefix = format!("u{user:05}");
         assert_eq!(
@@ -167,6 +166,9 @@ fn a_corrupt_filter_fails_open_for_prefix_scans() {
             with_prefix(&model, prefix.as_bytes())
         );
     }
+    // Counted as each table is opened, by the first scan that reaches it (every
+    // table's range holds every prefix asked).
+    assert_eq!(db.stats().filter_corrupt, 10);
     assert_eq!(db.stats().prefix_checks, 0, "no filter left to ask");
 }
 

@@ -110,7 +110,7 @@ impl Inner {
             // reader lets go of it (see `table_cache`).
             for (_, t) in current.version.tables() {
                 if !live.contains(&t.number) {
-                    t.table.mark_obsolete();
+                    t.mark_obsolete();
                 }
             }
             View {
@@ -180,17 +180,17 @@ impl Inner {
         let drop_tombstones = version.levels()[output_level + 1..]
             .iter()
             .all(|l| l.is_empty());
-        let sources: Vec<Source> = inputs
+        let sources = inputs
             .iter()
-            .map(|h| Box::new(h.table.iter_from(Bound::Unbounded)) as Source)
-            .collect();
+            .map(|h| Ok(Box::new(h.table()?.iter_from(Bound::Unbounded)) as Source))
+            .collect::<Result<Vec<Source>>>()?;
         // Read after the inputs were chosen: a snapshot taken later sees at least
         // every write the inputs hold, so it needs only their newest versions.
         let snapshots = self.snapshots.sequence_numbers();
         let mut merged =
             Retain::new(MergeIter::new(sources), snapshots, drop_tombstones).peekable();
         // Keys joining the output level (its own inputs are already counted there).
-        let incoming: u64 = inputs.iter().map(|h| h.table.properties().entries).sum();
+        let incoming: u64 = inputs.iter().map(|h| h.entries()).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
         let mut added: Vec<(usize, Arc<TableHandle>)> = Vec::new();
         let written = self.write_outputs(
@@ -205,7 +205,7 @@ impl Inner {
             // far are in no manifest, so their files go with their last handle (here)
             // rather than wait in the directory for the next open to set them aside.
             for (_, h) in &added {
-                h.table.mark_obsolete();
+                h.mark_obsolete();
             }
             return written.map(|_| ());
         }
@@ -216,7 +216,7 @@ impl Inner {
         bump(&self.counters.compactions);
         add(
             &self.counters.compaction_bytes_read,
-            inputs.iter().map(|h| h.table.file_size()).sum(),
+            inputs.iter().map(|h| h.file_size()).sum(),
         );
         add(&self.counters.compaction_bytes_written, table_bytes(&added));
         let current = self.current();
@@ -320,5 +320,5 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
 
 /// Bytes of the tables a flush or compaction added.
 fn table_bytes(added: &[(usize, Arc<TableHandle>)]) -> u64 {
-    added.iter().map(|(_, h)| h.table.file_size()).sum()
+    added.iter().map(|(_, h)| h.file_size()).sum()
 }

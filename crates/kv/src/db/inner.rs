@@ -356,11 +356,12 @@ impl Inner {
         stats.tables_per_level = view.version.levels().iter().map(Vec::len).collect();
         stats.open_table_files = self.table_cache.open_files() as u64;
         stats.block_cache_bytes = self.table_cache.block_cache_bytes();
-        stats.filter_memory_bytes = view
-            .version
-            .tables()
-            .map(|(_, t)| t.table.filter_memory_bytes() as u64)
-            .sum();
+        for table in view.version.tables().filter_map(|(_, t)| t.if_open()) {
+            let filter = table.filter_memory_bytes() as u64;
+            stats.filter_memory_bytes += filter;
+            stats.metadata_bytes += filter + table.index_memory_bytes() as u64;
+            stats.opened_tables += 1;
+        }
         stats
     }
 }

@@ -19,6 +19,7 @@ use std::time::Instant;
 use crate::error::{Error, Result};
 use crate::filename;
 use crate::fs::FileLock;
+use crate::lazy_table::record_of;
 use crate::manifest::{self, ManifestState};
 use crate::memtable::Memtable;
 use crate::options::Options;
@@ -32,7 +33,7 @@ use crate::store_dir::{
     DirState,
 };
 use crate::types::SeqNo;
-use crate::version::Version;
+use crate::version::{TableHandle, Version};
 use crate::wal::WalWriter;
 
 use super::background;
@@ -87,7 +88,7 @@ impl Db {
         let (state, names, moved_aside) = read_state_and_tidy(&parts)?;
         // Before the manifest of a new store: a store with a manifest has its settings.
         let settings = settings::at_open(parts.fs.as_ref(), &parts.dir, &parts.options)?;
-        let version = recover_tables(&parts, &state)?;
+        let version = recover_tables(&parts, &state, Some(&names))?;
         let next_file_number = next_file_number(&names, &state);
         let (wals, mut replayed) = recover_logs(&parts, &names, &state)?;
         replayed.report.tables_moved_aside = moved_aside;
@@ -173,13 +174,45 @@ fn read_state_and_tidy(parts: &Parts) -> Result<(ManifestState, Vec<String>, Vec
     Ok((state, names, moved_aside))
 }
 
-/// Opens every live table; index and filter come into memory now.
-fn recover_tables(parts: &Parts, state: &ManifestState) -> Result<Version> {
+/// The live tables as the manifest records them. A writable open (`listed`: the
+/// directory's names, read already) opens none of them: each is opened on first use
+/// (`lazy_table::LazyTable`), so open reads no table file. A table the manifest names
+/// that the listing lacks fails the open as `Corruption` naming it, as it did when
+/// open read every table: a store missing a table is damaged, and that is best said
+/// before any answer.
+///
+/// A read-only open (`listed: None`) opens every table now, as every open did before:
+/// it runs beside a writer that deletes the tables its compactions retire, and a table
+/// held open stays readable after its deletion; a table gone before it was opened fails
+/// this attempt, and the caller reads the manifest again.
+///
+/// Either way, a table recorded by a version-1 manifest, which lacks its data size, is
+/// opened now; the next manifest written records it.
+fn recover_tables(
+    parts: &Parts,
+    state: &ManifestState,
+    listed: Option<&[String]>,
+) -> Result<Version> {
     let files = parts.table_files();
+    let opener = files.opener();
+    let present: Option<std::collections::HashSet<&str>> =
+        listed.map(|names| names.iter().map(String::as_str).collect());
     let mut tables = Vec::new();
     for meta in state.tables() {
         let level = table_level(&parts.dir, meta)?;
-        let handle = files.open(meta.number)?;
+        let handle = match (&present, record_of(meta)) {
+            (Some(present), Some(record)) => {
+                if !present.contains(filename::table_file_name(meta.number).as_str()) {
+                    return Err(Error::corruption(
+                        filename::table_path(&parts.dir, meta.number),
+                        "live table cannot be read: the manifest names it and the \
+                         directory does not hold it",
+                    ));
+                }
+                TableHandle::lazy(meta.number, record, opener.clone())
+            }
+            _ => files.open(meta.number)?,
+        };
         tables.push((level, Arc::new(handle)));
     }
     Ok(Version::empty().apply(&[], tables))
@@ -379,7 +412,7 @@ fn open_read_only_once(dir: &Path, options: &Options) -> Result<Db> {
     let Some(state) = manifest::read_manifest(parts.fs.as_ref(), dir)? else {
         return Err(no_manifest(dir, &names));
     };
-    let version = recover_tables(&parts, &state)?;
+    let version = recover_tables(&parts, &state, None)?;
     let (wals, replayed) = recover_logs(&parts, &names, &state)?;
     let mem_wal = wals.first().copied().unwrap_or(state.wal_number());
     let recovered = Recovered {

@@ -212,18 +212,30 @@ impl Inner {
             .chain(view.imm.iter().map(|(m, _)| m))
             .cloned()
             .collect();
-        let tables = view
-            .version
-            .tables()
-            .filter(|(_, h)| range_overlaps(&start, &end, h.smallest(), h.largest()))
-            .filter(|(_, h)| match prefix_probe {
-                Some((name, hash)) => h.table.may_contain_prefix(name, hash),
+        // A table opened for the first time here may fail to open: the scan then
+        // yields that error as its first item.
+        let mut tables = Vec::new();
+        let mut failed = None;
+        for (_, h) in view.version.tables() {
+            if !range_overlaps(&start, &end, h.smallest(), h.largest()) {
+                continue;
+            }
+            let table = match h.table() {
+                Ok(t) => t,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
+            let maybe = match prefix_probe {
+                Some((name, hash)) => table.may_contain_prefix(name, hash),
                 None => true,
-            })
-            .filter(|(_, h)| h.table.may_contain_range(as_slice(&start), as_slice(&end)))
-            .map(|(_, h)| h.table.clone())
-            .collect();
-        ScanIter::new(self.clone(), mems, tables, read_seq, start, end)
+            };
+            if maybe && table.may_contain_range(as_slice(&start), as_slice(&end)) {
+                tables.push(table.clone());
+            }
+        }
+        ScanIter::new(self.clone(), mems, tables, read_seq, start, end).failing(failed)
     }
 
     /// The keys starting with `prefix`, as of `read_seq` (see [`Inner::scan_at`]).
@@ -322,7 +334,7 @@ mod tests {
             assert_eq!(got.len() >= PIN_MIN_VALUE, pinned);
             // The block the get used, as the cache holds it now.
             let view = db.inner.view.load();
-            let table = &view.version.level(0)[0].table;
+            let table = view.version.level(0)[0].table().unwrap();
             let t = &*table.inner;
             let handle = t.index.handle(t.index.find(k.as_bytes())).unwrap();
             let hits = db.stats().block_cache_hits;

@@ -42,7 +42,7 @@
 
 use std::fmt;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -170,6 +170,8 @@ struct Shared {
     full: AtomicBool,
     /// Kinds of the operations seen, in order, when recording.
     log: Mutex<Option<Vec<OpKind>>>,
+    /// Paths given to `open_random`, in order, when recording.
+    opened: Mutex<Option<Vec<PathBuf>>>,
 }
 
 /// What to do with one operation.
@@ -269,6 +271,7 @@ impl FaultFileSystem {
                 dead: AtomicBool::new(false),
                 full: AtomicBool::new(false),
                 log: Mutex::new(None),
+                opened: Mutex::new(None),
             }),
         }
     }
@@ -306,6 +309,19 @@ impl FaultFileSystem {
     /// Starts recording the kind of every operation (see [`FaultFileSystem::take_log`]).
     pub fn record(&self) {
         *self.shared.log.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+        *self.shared.opened.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+    }
+
+    /// The paths opened for random access since [`FaultFileSystem::record`], in order;
+    /// stops recording them. A file not among them was not read at positions (a file
+    /// opened before recording began may have been).
+    pub fn take_opened(&self) -> Vec<PathBuf> {
+        self.shared
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default()
     }
 
     /// The kinds recorded since [`FaultFileSystem::record`], in order; stops recording.
@@ -394,6 +410,15 @@ impl FileSystem for FaultFileSystem {
 
     fn open_random(&self, path: &Path) -> io::Result<Arc<dyn RandomAccessFile>> {
         self.shared.gate(OpKind::OpenRandom)?;
+        if let Some(opened) = self
+            .shared
+            .opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            opened.push(path.to_path_buf());
+        }
         Ok(Arc::new(FaultRandom {
             inner: self.shared.inner.open_random(path)?,
             shared: self.shared.clone(),
