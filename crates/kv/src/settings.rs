@@ -167,7 +167,12 @@ impl Settings {
                     .map_or(String::new(), |p| p.name().to_string()),
             ),
             ("range_filter", range),
-            ("compression", format!("{:?}", o.compression)),
+            ("compression", o.compression.to_string()),
+            (
+                "bottommost_compression",
+                o.bottommost_compression
+                    .map_or(String::new(), |c| c.to_string()),
+            ),
             ("block_size", o.block_size.to_string()),
             ("block_align", on_off(o.block_align)),
             ("restart_interval", o.restart_interval.to_string()),
@@ -328,10 +333,10 @@ impl Settings {
                 "optimize_filters_for_hits" => parse(v).map(|x| o.optimize_filters_for_hits = x),
                 "bloom_before_level" => parse(v).map(|x| o.bloom_before_level = x),
                 "range_filter" => parse_range(v).map(|x| o.range_filter = x),
-                "compression" => match v {
-                    "None" => set(&mut o.compression, Compression::None),
-                    "Lz4" => set(&mut o.compression, Compression::Lz4),
-                    _ => Err(()),
+                "compression" => compression(v).map(|c| o.compression = c),
+                "bottommost_compression" => match v {
+                    "" => set(&mut o.bottommost_compression, None),
+                    _ => compression(v).map(|c| o.bottommost_compression = Some(c)),
                 },
                 "block_size" => parse(v).map(|x| o.block_size = x),
                 "block_align" => parse(v).map(|x| o.block_align = x),
@@ -479,6 +484,14 @@ pub(crate) fn at_open(
         differed,
         written,
     })
+}
+
+/// A compression as `Settings::of` spells it (`None`, `Lz4`, `Zstd(3)`), and only so.
+fn compression(v: &str) -> std::result::Result<Compression, ()> {
+    match v.parse::<Compression>() {
+        Ok(c) if c.to_string() == v => Ok(c),
+        _ => Err(()),
+    }
 }
 
 fn set<T>(slot: &mut T, value: T) -> std::result::Result<(), ()> {

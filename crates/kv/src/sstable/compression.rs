@@ -6,8 +6,19 @@
 //! ```text
 //!  type 0 (none): | block contents                                   | 0 | crc |
 //!  type 1 (LZ4):  | raw_len: u32 LE | LZ4 block of the contents      | 1 | crc |
+//!  type 2 (ZSTD): | raw_len: u32 LE | one ZSTD frame of the contents | 2 | crc |
 //!                  raw_len = length of the contents once decompressed
 //! ```
+//!
+//! ZSTD (format version 6) is written by `ruzstd`, a pure-Rust encoder and decoder,
+//! so the default build stays free of C. Its encoder implements one strategy, about
+//! zstd's level 1 (`CompressionLevel::Fastest`, ruzstd 0.9); every
+//! [`Compression::Zstd`] level is written with it for now, and the level is kept in
+//! the settings so a stronger encoder can honour it without a format change (the
+//! decoder reads any level: a frame says nothing about the level that made it). The
+//! frame carries no checksum of its own (the trailer's CRC covers it), and the
+//! decoder accepts a window of at most [`MAX_ZSTD_WINDOW`] bytes, so a frame that
+//! passed the CRC but claims a huge window is refused before any buffer is reserved.
 //!
 //! The writer keeps a block raw when LZ4 saves less than an eighth of it (12.5%,
 //! RocksDB's rule): a block that barely shrinks would cost decompression on every
@@ -56,6 +67,59 @@ pub enum Compression {
     /// LZ4 block format (`lz4_flex`), kept only where it saves at least 12.5% of the
     /// block (else the block is stored raw, as RocksDB does).
     Lz4,
+    /// One ZSTD frame per block (`ruzstd`, pure Rust), kept under the same 12.5% rule.
+    /// Smaller than LZ4, slower to decode: RocksDB's usual choice for the bottommost
+    /// level ([`Options::bottommost_compression`](crate::Options::bottommost_compression)).
+    /// `level` is zstd's, 1 to 22; the pure-Rust encoder writes every level with its
+    /// one strategy (about level 1) for now (see `docs/FORMAT.md`).
+    Zstd {
+        /// zstd's compression level, 1 (fastest) to 22.
+        level: i32,
+    },
+}
+
+/// The lowest and highest ZSTD level [`Compression::Zstd`] accepts.
+pub const ZSTD_LEVELS: std::ops::RangeInclusive<i32> = 1..=22;
+
+impl std::fmt::Display for Compression {
+    /// The spelling the settings file and the command line use: `None`, `Lz4`,
+    /// `Zstd(3)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => f.write_str("None"),
+            Compression::Lz4 => f.write_str("Lz4"),
+            Compression::Zstd { level } => write!(f, "Zstd({level})"),
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = String;
+
+    /// Reads what [`Display`](std::fmt::Display) writes (case-insensitive), and `zstd`
+    /// alone as level 3, zstd's default.
+    fn from_str(s: &str) -> Result<Compression, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        let level = match lower.as_str() {
+            "none" => return Ok(Compression::None),
+            "lz4" => return Ok(Compression::Lz4),
+            "zstd" => 3,
+            _ => lower
+                .strip_prefix("zstd(")
+                .and_then(|r| r.strip_suffix(')'))
+                .and_then(|l| l.trim().parse::<i32>().ok())
+                .filter(|l| ZSTD_LEVELS.contains(l))
+                .ok_or_else(|| {
+                    format!(
+                        "unknown compression {s:?} (none, lz4, zstd or zstd(N) with N in \
+                         {}..={})",
+                        ZSTD_LEVELS.start(),
+                        ZSTD_LEVELS.end()
+                    )
+                })?,
+        };
+        Ok(Compression::Zstd { level })
+    }
 }
 
 impl Compression {
@@ -79,7 +143,16 @@ impl Compression {
                 let mut out = Vec::new();
                 compress_lz4(&mut Lz4Writer::default(), raw, &mut out).then_some(out)
             }
+            Compression::Zstd { .. } => {
+                let mut out = Vec::new();
+                compress_zstd(raw, &mut out).then_some(out)
+            }
         }
+    }
+
+    /// Whether this is a ZSTD setting (whatever its level).
+    pub(crate) fn is_zstd(self) -> bool {
+        matches!(self, Compression::Zstd { .. })
     }
 }
 
@@ -139,6 +212,87 @@ pub(crate) fn decompress_lz4(stored: &[u8]) -> Result<Vec<u8>, Malformed> {
         ))),
         Err(e) => Err(Malformed(format!("LZ4 block does not decompress: {e}"))),
     }
+}
+
+/// The largest window a ZSTD frame in a data block may declare: what the encoder
+/// uses (128 KiB), and at least the longest block a reader unpacks.
+pub(crate) const MAX_ZSTD_WINDOW: u64 = {
+    let longest = MAX_LZ4_RAW_LEN as u64;
+    if longest > 128 << 10 {
+        longest
+    } else {
+        128 << 10
+    }
+};
+
+/// The smallest ZSTD data block on disk: its length prefix, a frame's magic number,
+/// its shortest header (2 bytes), one block header (3 bytes) and one byte, and the
+/// trailer. A bound for sanity checks, not a promise that so short a frame exists.
+pub(crate) const MIN_ZSTD_BLOCK_LEN: u64 = (RAW_LEN_SIZE + 4 + 2 + 3 + 1 + BLOCK_TRAILER_SIZE) as u64;
+
+/// The longest block a ZSTD block unpacks to (the same limit as LZ4's).
+pub(crate) const MAX_ZSTD_RAW_LEN: usize = MAX_LZ4_RAW_LEN;
+
+/// Compresses `raw` into `out` (cleared first) in the type-2 form. `false`, with
+/// `out` unspecified, when the result would not save at least 12.5% of `raw`, or `raw`
+/// is longer than a reader unpacks (or empty: a block never is).
+pub(crate) fn compress_zstd(raw: &[u8], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let Some(raw_len) = u32::try_from(raw.len())
+        .ok()
+        .filter(|_| !raw.is_empty() && raw.len() <= MAX_ZSTD_RAW_LEN)
+    else {
+        return false;
+    };
+    out.extend_from_slice(&raw_len.to_le_bytes());
+    ruzstd::encoding::compress(raw, &mut *out, ruzstd::encoding::CompressionLevel::Fastest);
+    out.len() <= raw.len() - raw.len() / 8
+}
+
+thread_local! {
+    /// One decoder per thread: its tables are allocated once, not for every block.
+    static ZSTD_DECODER: std::cell::RefCell<ruzstd::decoding::FrameDecoder> = {
+        let mut d = ruzstd::decoding::FrameDecoder::new();
+        d.set_max_window_size(MAX_ZSTD_WINDOW);
+        std::cell::RefCell::new(d)
+    };
+}
+
+/// Decompresses a type-2 block's stored bytes (the trailer already checked): the
+/// declared length must be positive and within the block limit before the output is
+/// allocated, and the frame must fill exactly that many bytes.
+pub(crate) fn decompress_zstd(stored: &[u8]) -> Result<Vec<u8>, Malformed> {
+    let Some((len_bytes, body)) = stored.split_first_chunk::<RAW_LEN_SIZE>() else {
+        return Err(Malformed(format!(
+            "{} bytes cannot hold a ZSTD block's length",
+            stored.len()
+        )));
+    };
+    let raw_len = u32::from_le_bytes(*len_bytes) as usize;
+    if raw_len == 0 || raw_len > MAX_ZSTD_RAW_LEN {
+        return Err(Malformed(format!(
+            "ZSTD block of {} bytes claims {raw_len} bytes decompressed",
+            body.len()
+        )));
+    }
+    let mut raw = vec![0u8; raw_len];
+    let written = ZSTD_DECODER
+        .with(|d| match d.try_borrow_mut() {
+            Ok(mut d) => d.decode_all(body, &mut raw),
+            // Only a decode that re-entered this one could hold it: use a fresh one.
+            Err(_) => {
+                let mut fresh = ruzstd::decoding::FrameDecoder::new();
+                fresh.set_max_window_size(MAX_ZSTD_WINDOW);
+                fresh.decode_all(body, &mut raw)
+            }
+        })
+        .map_err(|e| Malformed(format!("ZSTD block does not decompress: {e}")))?;
+    if written != raw_len {
+        return Err(Malformed(format!(
+            "ZSTD block decompressed to {written} bytes, not the {raw_len} it claims"
+        )));
+    }
+    Ok(raw)
 }
 
 #[cfg(test)]

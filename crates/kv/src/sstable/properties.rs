@@ -47,10 +47,12 @@
 
 use bytes::Bytes;
 
-use super::compression::{LZ4_MAX_EXPANSION, MIN_LZ4_BLOCK_LEN};
+use super::compression::{
+    LZ4_MAX_EXPANSION, MAX_ZSTD_RAW_LEN, MIN_LZ4_BLOCK_LEN, MIN_ZSTD_BLOCK_LEN,
+};
 use super::footer::{
     BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
-    RANGE_FILTER_FORMAT_VERSION,
+    RANGE_FILTER_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
 };
 use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
@@ -70,8 +72,22 @@ pub(crate) const MIN_DATA_BLOCK_LEN: u64 = MIN_ENTRY_LEN + 4 + 4 + 5;
 /// the stored bytes themselves — the versions of one key that snapshots keep pack
 /// into about 4 stored bytes each — and its smallest form is the 4-byte length, one
 /// byte of LZ4 and the trailer.
+///
+/// From version 6 on a block may be ZSTD, whose expansion has no such ratio (one
+/// run-length block unpacks to the whole block): a block is then bounded by the longest
+/// a reader unpacks, and its smallest form is [`MIN_ZSTD_BLOCK_LEN`].
 fn capacity(format_version: u32, data_size: u64) -> (u64, u64) {
-    if format_version >= COMPRESSED_FORMAT_VERSION {
+    if format_version >= ZSTD_FORMAT_VERSION {
+        let blocks = data_size / MIN_ZSTD_BLOCK_LEN.min(MIN_LZ4_BLOCK_LEN);
+        let per_block = (MAX_ZSTD_RAW_LEN as u64 / MIN_ENTRY_LEN)
+            .max(MIN_LZ4_BLOCK_LEN.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN);
+        (
+            blocks
+                .saturating_mul(per_block)
+                .max(data_size.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN),
+            blocks,
+        )
+    } else if format_version >= COMPRESSED_FORMAT_VERSION {
         (
             data_size.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN,
             data_size / MIN_LZ4_BLOCK_LEN,
