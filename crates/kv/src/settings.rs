@@ -603,6 +603,41 @@ mod tests {
     }
 
     #[test]
+    fn zstd_and_the_bottommost_compression_come_back() {
+        for (compression, bottommost) in [
+            (Compression::Lz4, Some(Compression::Zstd { level: 7 })),
+            (Compression::Zstd { level: 1 }, None),
+            (Compression::None, Some(Compression::Lz4)),
+        ] {
+            let written = Options {
+                compression,
+                bottommost_compression: bottommost,
+                ..Options::default()
+            };
+            let s = Settings::of(&written);
+            let loaded = Settings::decode(&s.encode(), path())
+                .unwrap()
+                .apply(Options::default());
+            assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+            assert_eq!(loaded.options.compression, compression);
+            assert_eq!(loaded.options.bottommost_compression, bottommost);
+            assert_eq!(Settings::of(&loaded.options), s);
+        }
+        // Only the spelling `of` writes is read; a level out of range is refused.
+        for bad in ["zstd(3)", "Zstd(0)", "Zstd(23)", "Zstd"] {
+            let mut s = Settings::of(&Options::default());
+            for (k, v) in s.entries.iter_mut() {
+                if k == "bottommost_compression" {
+                    *v = bad.into();
+                }
+            }
+            let loaded = s.apply(Options::default());
+            assert_eq!(loaded.ignored.len(), 1, "{bad}: {:?}", loaded.ignored);
+            assert_eq!(loaded.options.bottommost_compression, None, "{bad}");
+        }
+    }
+
+    #[test]
     fn every_recorded_field_comes_back() {
         let written = Options {
             bits_per_key: 7.5,

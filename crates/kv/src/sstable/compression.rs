@@ -214,16 +214,11 @@ pub(crate) fn decompress_lz4(stored: &[u8]) -> Result<Vec<u8>, Malformed> {
     }
 }
 
-/// The largest window a ZSTD frame in a data block may declare: what the encoder
-/// uses (128 KiB), and at least the longest block a reader unpacks.
-pub(crate) const MAX_ZSTD_WINDOW: u64 = {
-    let longest = MAX_LZ4_RAW_LEN as u64;
-    if longest > 128 << 10 {
-        longest
-    } else {
-        128 << 10
-    }
-};
+/// The largest window a ZSTD frame in a data block may declare (8 MiB, what zstd
+/// itself uses up to level 19 for inputs this large). The pure-Rust encoder declares
+/// 128 KiB whatever the block's size; the bound keeps what a decoder reserves for one
+/// block small even for a crafted frame that passed the CRC.
+pub(crate) const MAX_ZSTD_WINDOW: u64 = 8 << 20;
 
 /// The smallest ZSTD data block on disk: its length prefix, a frame's magic number,
 /// its shortest header (2 bytes), one block header (3 bytes) and one byte, and the
@@ -390,6 +385,79 @@ mod tests {
                     assert_eq!(v.len(), raw.len());
                 }
             }
+        }
+    }
+
+    #[test]
+    fn zstd_blocks_round_trip_shrink_and_stay_raw_when_they_do_not() {
+        let raw = compressible(4096);
+        let mut out = Vec::new();
+        assert!(compress_zstd(&raw, &mut out));
+        assert!(out.len() < raw.len() / 4, "{} bytes", out.len());
+        assert_eq!(decompress_zstd(&out).unwrap(), raw);
+        assert_eq!(Compression::Zstd { level: 3 }.pack_block(&raw), Some(out));
+        assert!(!compress_zstd(&incompressible(4096), &mut Vec::new()));
+        assert!(!compress_zstd(&[], &mut Vec::new()));
+        assert!(!compress_zstd(&vec![0u8; MAX_ZSTD_RAW_LEN + 1], &mut Vec::new()));
+    }
+
+    #[test]
+    fn a_lying_zstd_length_is_refused() {
+        let raw = compressible(4096);
+        let mut out = Vec::new();
+        assert!(compress_zstd(&raw, &mut out));
+        for claim in [0u32, 4095, 4097, (MAX_ZSTD_RAW_LEN + 1) as u32, u32::MAX] {
+            let mut bad = out.clone();
+            bad[..4].copy_from_slice(&claim.to_le_bytes());
+            assert!(decompress_zstd(&bad).is_err(), "claim {claim}");
+        }
+        assert!(decompress_zstd(&out[..3]).is_err());
+        assert!(decompress_zstd(&out[..4]).is_err(), "no frame at all");
+        assert!(decompress_zstd(&out[..out.len() - 1]).is_err(), "a cut frame");
+    }
+
+    #[test]
+    fn damaged_zstd_bytes_never_panic() {
+        let raw = compressible(4096);
+        let mut out = Vec::new();
+        assert!(compress_zstd(&raw, &mut out));
+        // Without the CRC's protection: every flip either fails or yields 4096 bytes.
+        for i in 4..out.len() {
+            for bit in 0..8 {
+                let mut bad = out.clone();
+                bad[i] ^= 1 << bit;
+                if let Ok(v) = decompress_zstd(&bad) {
+                    assert_eq!(v.len(), raw.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_frame_claiming_a_huge_window_is_refused() {
+        // A frame header (magic, descriptor: window descriptor present, no content
+        // size) whose window descriptor asks for 2^41 bytes.
+        let mut stored = 4096u32.to_le_bytes().to_vec();
+        stored.extend_from_slice(&[0x28, 0xB5, 0x2F, 0xFD, 0x00, 0xF8]);
+        stored.extend_from_slice(&[0x01, 0x00, 0x00]); // a last, empty raw block
+        let err = decompress_zstd(&stored).unwrap_err();
+        assert!(err.0.contains("ZSTD"), "{err}");
+    }
+
+    #[test]
+    fn compressions_are_spelled_and_read_back() {
+        for c in [
+            Compression::None,
+            Compression::Lz4,
+            Compression::Zstd { level: 1 },
+            Compression::Zstd { level: 22 },
+        ] {
+            assert_eq!(c.to_string().parse::<Compression>(), Ok(c));
+        }
+        assert_eq!("zstd".parse(), Ok(Compression::Zstd { level: 3 }));
+        assert_eq!("LZ4".parse(), Ok(Compression::Lz4));
+        for bad in ["zstd(0)", "zstd(23)", "zstd(x)", "zlib", ""] {
+            assert!(bad.parse::<Compression>().is_err(), "{bad}");
         }
     }
 }
