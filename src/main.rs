@@ -257,7 +257,11 @@ fn run(command: Command) -> CmdResult {
             write!(out, "{}", kv::repair(&dir, Options::default())?)?;
             ExitCode::SUCCESS
         }
-        Command::Checkpoint { dir, out: to, format } => {
+        Command::Checkpoint {
+            dir,
+            out: to,
+            format,
+        } => {
             let options = Options {
                 create_if_missing: false,
                 ..Options::default()

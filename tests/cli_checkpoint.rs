@@ -47,7 +47,10 @@ fn checkpoint_copies_a_store_at_one_point() {
     let o = bloomkv(&["checkpoint", l, c, "--format", "json"]);
     assert_eq!(o.status.code(), Some(3));
     let err = text(&o.stderr);
-    assert!(err.starts_with("bloomkv: ") && err.contains("not empty"), "{err}");
+    assert!(
+        err.starts_with("bloomkv: ") && err.contains("not empty"),
+        "{err}"
+    );
     // JSON output for scripts.
     let other = dir.path().join("other");
     let o = bloomkv(&["checkpoint", l, other.to_str().unwrap(), "--format", "json"]);

@@ -60,7 +60,9 @@ fn assert_copy_is_the_store_at_its_sequence(ck: &Checkpoint, options: Options) {
     for k in 0..KEYS {
         let k = key(k);
         assert_eq!(
-            copy.get(&k).unwrap().map(|v| String::from_utf8(v.to_vec()).unwrap()),
+            copy.get(&k)
+                .unwrap()
+                .map(|v| String::from_utf8(v.to_vec()).unwrap()),
             expected.get(&k).cloned(),
             "{k} at sequence {}",
             ck.sequence
@@ -227,7 +229,10 @@ fn an_error_at_any_step_of_a_checkpoint_leaves_both_stores_sound() {
         assert_eq!(contents(&db), model(puts), "op {at}");
     }
     // Most operations matter: a sweep whose faults all go unnoticed tests nothing.
-    assert!(failed * 2 > ops, "{failed} of {ops} faults failed the checkpoint");
+    assert!(
+        failed * 2 > ops,
+        "{failed} of {ops} faults failed the checkpoint"
+    );
 }
 
 #[test]
@@ -258,7 +263,10 @@ fn a_power_loss_at_any_step_of_a_checkpoint_leaves_a_whole_copy_or_none() {
             let copy = Db::open(OUT, options_on(&fs)).unwrap();
             assert_eq!(contents(&copy), model(puts), "op {at}");
         } else {
-            assert!(result.is_err(), "op {at}: success without a durable MANIFEST");
+            assert!(
+                result.is_err(),
+                "op {at}: success without a durable MANIFEST"
+            );
             assert_incomplete(&fs, at);
         }
     }

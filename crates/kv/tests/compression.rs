@@ -231,7 +231,10 @@ fn the_bottommost_level_is_zstd_and_the_rest_lz4() {
         assert_eq!(table_versions(&db), [3], "a flush is never bottommost");
         db.compact().unwrap();
         let bottom = db.table_infos();
-        assert!(bottom.iter().all(|t| t.level > 0 && t.format_version == 6), "{bottom:?}");
+        assert!(
+            bottom.iter().all(|t| t.level > 0 && t.format_version == 6),
+            "{bottom:?}"
+        );
         check(&db, n, |_| 1);
         write(&db, 0..n / 3, 2);
         let mut versions = table_versions(&db);

@@ -119,7 +119,11 @@ pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> io::
     if fs.exists(to) {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!("copy {} to {}: the target exists", from.display(), to.display()),
+            format!(
+                "copy {} to {}: the target exists",
+                from.display(),
+                to.display()
+            ),
         ));
     }
     let bytes = fs.read_all(from)?;

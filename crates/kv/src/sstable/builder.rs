@@ -441,8 +441,7 @@ impl TableBuilder {
         {
             trailer::seal_as(&mut self.packed, 0, trailer::LZ4_COMPRESSION);
             &mut self.packed
-        } else if self.compression.is_zstd() && compression::compress_zstd(raw, &mut self.packed)
-        {
+        } else if self.compression.is_zstd() && compression::compress_zstd(raw, &mut self.packed) {
             trailer::seal_as(&mut self.packed, 0, trailer::ZSTD_COMPRESSION);
             &mut self.packed
         } else {

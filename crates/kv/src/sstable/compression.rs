@@ -150,6 +150,29 @@ impl Compression {
         }
     }
 
+    /// The contents of a block [`pack_block`](Self::pack_block) packed with this
+    /// compression, checked as a reader checks it (declared length, window, exact
+    /// output). For timing decoders on one's own data; the store itself goes through
+    /// the block trailer, which says which form a block is in.
+    ///
+    /// ```
+    /// use bloomkv_kv::Compression;
+    /// let block = b"user000001 value value value value value value value value ".repeat(60);
+    /// let zstd = Compression::Zstd { level: 3 };
+    /// let packed = zstd.pack_block(&block).expect("repetitive: it shrinks");
+    /// assert_eq!(zstd.unpack_block(&packed)?, block);
+    /// assert!(Compression::Lz4.unpack_block(&packed).is_err());
+    /// # Ok::<(), bloomkv_kv::Error>(())
+    /// ```
+    pub fn unpack_block(self, packed: &[u8]) -> crate::Result<Vec<u8>> {
+        let unpacked = match self {
+            Compression::None => Ok(packed.to_vec()),
+            Compression::Lz4 => decompress_lz4(packed),
+            Compression::Zstd { .. } => decompress_zstd(packed),
+        };
+        unpacked.map_err(|m| crate::Error::InvalidArgument(m.0))
+    }
+
     /// Whether this is a ZSTD setting (whatever its level).
     pub(crate) fn is_zstd(self) -> bool {
         matches!(self, Compression::Zstd { .. })
@@ -223,7 +246,8 @@ pub(crate) const MAX_ZSTD_WINDOW: u64 = 8 << 20;
 /// The smallest ZSTD data block on disk: its length prefix, a frame's magic number,
 /// its shortest header (2 bytes), one block header (3 bytes) and one byte, and the
 /// trailer. A bound for sanity checks, not a promise that so short a frame exists.
-pub(crate) const MIN_ZSTD_BLOCK_LEN: u64 = (RAW_LEN_SIZE + 4 + 2 + 3 + 1 + BLOCK_TRAILER_SIZE) as u64;
+pub(crate) const MIN_ZSTD_BLOCK_LEN: u64 =
+    (RAW_LEN_SIZE + 4 + 2 + 3 + 1 + BLOCK_TRAILER_SIZE) as u64;
 
 /// The longest block a ZSTD block unpacks to (the same limit as LZ4's).
 pub(crate) const MAX_ZSTD_RAW_LEN: usize = MAX_LZ4_RAW_LEN;
@@ -398,7 +422,10 @@ mod tests {
         assert_eq!(Compression::Zstd { level: 3 }.pack_block(&raw), Some(out));
         assert!(!compress_zstd(&incompressible(4096), &mut Vec::new()));
         assert!(!compress_zstd(&[], &mut Vec::new()));
-        assert!(!compress_zstd(&vec![0u8; MAX_ZSTD_RAW_LEN + 1], &mut Vec::new()));
+        assert!(!compress_zstd(
+            &vec![0u8; MAX_ZSTD_RAW_LEN + 1],
+            &mut Vec::new()
+        ));
     }
 
     #[test]
@@ -413,7 +440,10 @@ mod tests {
         }
         assert!(decompress_zstd(&out[..3]).is_err());
         assert!(decompress_zstd(&out[..4]).is_err(), "no frame at all");
-        assert!(decompress_zstd(&out[..out.len() - 1]).is_err(), "a cut frame");
+        assert!(
+            decompress_zstd(&out[..out.len() - 1]).is_err(),
+            "a cut frame"
+        );
     }
 
     #[test]

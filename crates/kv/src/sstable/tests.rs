@@ -1133,7 +1133,12 @@ fn zstd_tables_round_trip_and_are_version_6() {
         raw.len()
     );
     // On these entries (a counter and a run of one byte) ZSTD's entropy coding beats LZ4.
-    assert!(packed.len() < lz4.len(), "{} vs {}", packed.len(), lz4.len());
+    assert!(
+        packed.len() < lz4.len(),
+        "{} vs {}",
+        packed.len(),
+        lz4.len()
+    );
     let (table, _, _) = open(packed.clone());
     let table = table.unwrap();
     assert_eq!(table.properties().format_version, 6);
@@ -1142,7 +1147,10 @@ fn zstd_tables_round_trip_and_are_version_6() {
         .iter()
         .map(|&(offset, len)| packed[(offset + len - 5) as usize])
         .collect();
-    assert!(kinds.iter().all(|&k| k == trailer::ZSTD_COMPRESSION), "{kinds:?}");
+    assert!(
+        kinds.iter().all(|&k| k == trailer::ZSTD_COMPRESSION),
+        "{kinds:?}"
+    );
     let all: Vec<crate::Entry> = table.iter().collect::<crate::Result<_>>().unwrap();
     assert_eq!(all.len(), entries.len());
     for (e, (k, seq, _, v)) in all.iter().zip(&entries) {
