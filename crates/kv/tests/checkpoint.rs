@@ -152,12 +152,13 @@ const DIR: &str = "/live";
 const OUT: &str = "/copy";
 
 /// A store on `fs` with `puts` puts (sequence numbers 1..=puts), some in tables,
-/// the last ones only in its memtable and log.
+/// the last ones only in its memtable and log. No background work, so every run
+/// performs the same file operations in the same order.
 fn source(fs: &FaultFileSystem, puts: u64) -> Db {
     let options = Options {
         file_system: Arc::new(fs.clone()),
         sync_writes: true,
-        ..small_tree()
+        ..options_on(fs)
     };
     let db = Db::open(DIR, options).unwrap();
     for i in 1..=puts {
@@ -172,8 +173,16 @@ fn source(fs: &FaultFileSystem, puts: u64) -> Db {
 fn options_on(fs: &FaultFileSystem) -> Options {
     Options {
         file_system: Arc::new(fs.clone()),
+        disable_auto_compaction: true,
+        ..Options::default()
+    }
+}
+
+/// As [`options_on`], for a store that must exist already.
+fn existing_on(fs: &FaultFileSystem) -> Options {
+    Options {
         create_if_missing: false,
-        ..small_tree()
+        ..options_on(fs)
     }
 }
 
@@ -187,7 +196,7 @@ fn assert_incomplete(fs: &FaultFileSystem, at: u64) {
     );
     if fs.exists(out) && !fs.list(out).unwrap().is_empty() {
         let names = fs.list(out).unwrap();
-        let opened = Db::open(out, options_on(fs));
+        let opened = Db::open(out, existing_on(fs));
         assert!(opened.is_err(), "op {at}: {names:?} opened as a store");
     }
 }
@@ -214,7 +223,7 @@ fn an_error_at_any_step_of_a_checkpoint_leaves_both_stores_sound() {
         match result {
             Ok(ck) => {
                 assert_eq!(ck.sequence, puts);
-                let copy = Db::open(OUT, options_on(&fs)).unwrap();
+                let copy = Db::open(OUT, existing_on(&fs)).unwrap();
                 assert_eq!(contents(&copy), model(puts), "op {at}");
             }
             Err(_) => {
@@ -225,7 +234,7 @@ fn an_error_at_any_step_of_a_checkpoint_leaves_both_stores_sound() {
         // The source reads every write, now and after a reopen.
         assert_eq!(contents(&db), model(puts), "op {at}");
         drop(db);
-        let db = Db::open(DIR, options_on(&fs)).unwrap();
+        let db = Db::open(DIR, existing_on(&fs)).unwrap();
         assert_eq!(contents(&db), model(puts), "op {at}");
     }
     // Most operations matter: a sweep whose faults all go unnoticed tests nothing.
@@ -256,11 +265,11 @@ fn a_power_loss_at_any_step_of_a_checkpoint_leaves_a_whole_copy_or_none() {
         mem.power_loss(UnsyncedData::Lose, DirOps::Lose);
         let fs = FaultFileSystem::new(Arc::new(mem.clone()));
         // Every put was synced: the source has them all.
-        let db = Db::open(DIR, options_on(&fs)).unwrap();
+        let db = Db::open(DIR, existing_on(&fs)).unwrap();
         assert_eq!(contents(&db), model(puts), "op {at}");
         if fs.exists(&Path::new(OUT).join("MANIFEST")) {
             whole += 1;
-            let copy = Db::open(OUT, options_on(&fs)).unwrap();
+            let copy = Db::open(OUT, existing_on(&fs)).unwrap();
             assert_eq!(contents(&copy), model(puts), "op {at}");
         } else {
             assert!(
