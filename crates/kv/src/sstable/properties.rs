@@ -386,10 +386,19 @@ mod tests {
             assert!(decode(v, 201, 10).is_err(), "version {v}");
             assert!(decode(v, 200, 56).is_err(), "version {v}");
         }
-        for v in 3..=FORMAT_VERSION {
+        for v in 3..ZSTD_FORMAT_VERSION {
             assert_eq!(decode(v, 201, 100), Ok(()), "version {v}");
             assert_eq!(decode(v, 51_000, 100), Ok(()), "version {v}");
             assert!(decode(v, 51_001, 100).is_err(), "version {v}");
+            assert!(decode(v, 51_000, 101).is_err(), "version {v}");
+        }
+        // Where blocks may be ZSTD, each of at most 100 blocks (10 stored bytes each
+        // at least) may unpack to the longest block a reader accepts.
+        for v in ZSTD_FORMAT_VERSION..=FORMAT_VERSION {
+            let most = 100 * (MAX_ZSTD_RAW_LEN as u64 / MIN_ENTRY_LEN);
+            assert_eq!(decode(v, 51_001, 100), Ok(()), "version {v}");
+            assert_eq!(decode(v, most, 100), Ok(()), "version {v}");
+            assert!(decode(v, most + 1, 100).is_err(), "version {v}");
             assert!(decode(v, 51_000, 101).is_err(), "version {v}");
         }
     }

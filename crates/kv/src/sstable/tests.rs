@@ -619,10 +619,10 @@ fn verify_refuses_properties_of_another_version_than_the_footer() {
     let (mut data, _) = build(&small_entries(), exact_options(128));
     let table = open(data.clone()).0.unwrap();
     let footer = file::read_footer(&table.inner.file, table.inner.file_size).unwrap();
-    assert_eq!(footer.version, footer::FORMAT_VERSION);
+    assert_eq!(footer.version, footer::ALIGNED_FORMAT_VERSION);
     let h = footer.properties;
     let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
-    let older = footer::FORMAT_VERSION - 1;
+    let older = footer::ALIGNED_FORMAT_VERSION - 1;
     data[start..start + 4].copy_from_slice(&older.to_le_bytes());
     let crc = crc32fast::hash(&data[start..=end]);
     data[end + 1..end + 5].copy_from_slice(&crc.to_le_bytes());
