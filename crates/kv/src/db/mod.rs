@@ -286,7 +286,8 @@ impl Db {
     /// moment are hard-linked (copied where the file system cannot link) and a manifest
     /// naming them is written last. The copy is the store at
     /// [`Checkpoint::sequence`]; a failed checkpoint leaves no `MANIFEST` in `dir`, so
-    /// it never opens as a store. See `db/checkpoint.rs`.
+    /// it never opens as a store. A read-only handle cannot take one (it cannot flush:
+    /// `Error::ReadOnly`). See `db/checkpoint.rs`.
     ///
     /// ```
     /// use bloomkv_kv::{Db, Options};
