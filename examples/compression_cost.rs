@@ -10,8 +10,11 @@
 //! a write (one run each, raw first, so read it as a rough figure).
 //!
 //! ```text
-//! cargo run --release --example compression_cost -- [keys] [gets per round] [rounds] [cache MiB] [block size]
+//! cargo run --release --example compression_cost -- [keys] [gets per round] [rounds] [cache MiB] [block size] [compression]
 //! ```
+//!
+//! `compression` is the second store's (default `lz4`; `zstd`, `zstd(N)`: ZSTD blocks
+//! against raw ones).
 
 use std::time::Instant;
 
@@ -43,10 +46,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("numbers"))
-        .collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let second: Compression = match args.get(5) {
+        Some(c) => c.parse().expect("a compression: lz4, zstd, zstd(N)"),
+        None => Compression::Lz4,
+    };
+    args.truncate(5);
+    let args: Vec<u64> = args.iter().map(|a| a.parse().expect("numbers")).collect();
     let n = args.first().copied().unwrap_or(500_000);
     let gets = args.get(1).copied().unwrap_or(200_000);
     let rounds = args.get(2).copied().unwrap_or(7);
@@ -56,7 +62,7 @@ fn main() {
         .map_or(Options::default().block_size, |&b| b as usize);
     let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
     let mut write_secs = Vec::new();
-    let stores: Vec<Db> = [Compression::None, Compression::Lz4]
+    let stores: Vec<Db> = [Compression::None, second]
         .into_iter()
         .zip(&dirs)
         .map(|(compression, dir)| {
@@ -101,9 +107,9 @@ fn main() {
     let [raw_ns, lz4_ns] = ns.map(median);
     let (raw_b, lz4_b) = (table_bytes(dirs[0].path()), table_bytes(dirs[1].path()));
     println!(
-        "{n} keys, {block_size}-byte blocks, {cache_mib} MiB block cache: bytes on disk raw {raw_b}, lz4 {lz4_b} ({:.3}x); \
-         present get raw {raw_ns:.0} ns, lz4 {lz4_ns:.0} ns ({:.3}x); \
-         load and compact raw {:.2} s, lz4 {:.2} s",
+        "{n} keys, {block_size}-byte blocks, {cache_mib} MiB block cache: bytes on disk raw {raw_b}, {second} {lz4_b} ({:.3}x); \
+         present get raw {raw_ns:.0} ns, {second} {lz4_ns:.0} ns ({:.3}x); \
+         load and compact raw {:.2} s, {second} {:.2} s",
         lz4_b as f64 / raw_b as f64,
         lz4_ns / raw_ns,
         write_secs[0],

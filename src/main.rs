@@ -1,6 +1,6 @@
 //! The `bloomkv` command line: the disk-I/O savings benchmark, the sizing calculator,
-//! and tools to look inside (`inspect`, `verify`), mend (`repair`) and use (`get`, `put`, `delete`,
-//! `scan`) a store directory.
+//! and tools to look inside (`inspect`, `verify`), mend (`repair`), copy (`checkpoint`) and
+//! use (`get`, `put`, `delete`, `scan`) a store directory.
 //!
 //! Exit codes: 0 success (for `get`: found), 1 `get` found no such key or `verify`
 //! found damage, 2 the command line was wrong, 3 any other error. Errors are one line
@@ -82,6 +82,19 @@ enum Command {
     Repair {
         /// The store directory.
         dir: PathBuf,
+    },
+    /// Copy a store into OUT (which must not exist or be empty) as it is at one
+    /// sequence number: its memtable is flushed, its tables hard-linked (copied where
+    /// the file system cannot link), and the copy's MANIFEST written last, so a copy
+    /// that failed half-way never opens. Opens DIR for writing: not while another
+    /// process has it open (an application takes its own with `Db::checkpoint`).
+    Checkpoint {
+        /// The store directory.
+        dir: PathBuf,
+        /// Where the copy goes.
+        out: PathBuf,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
     },
     /// Print the values of one or more keys, one line per key in the order given, all
     /// read at one point in time (`multi_get`; a read-only open: works beside a writer
@@ -242,6 +255,32 @@ fn run(command: Command) -> CmdResult {
         }
         Command::Repair { dir } => {
             write!(out, "{}", kv::repair(&dir, Options::default())?)?;
+            ExitCode::SUCCESS
+        }
+        Command::Checkpoint {
+            dir,
+            out: to,
+            format,
+        } => {
+            let options = Options {
+                create_if_missing: false,
+                ..Options::default()
+            };
+            let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
+            let made = db.checkpoint(&to)?;
+            db.close()?;
+            match format {
+                Format::Text => writeln!(
+                    out,
+                    "checkpoint {} at sequence {}: {} tables linked, {} copied, {} bytes",
+                    made.path.display(),
+                    made.sequence,
+                    made.linked,
+                    made.copied,
+                    made.table_bytes
+                )?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&made)?)?,
+            }
             ExitCode::SUCCESS
         }
         Command::Get { dir, keys, hex } => {

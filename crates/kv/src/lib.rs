@@ -73,6 +73,7 @@ mod version;
 pub mod wal;
 pub mod write_batch;
 
+pub use db::Checkpoint;
 pub use db::Db;
 pub use db::Snapshot;
 pub use error::{Error, Result};

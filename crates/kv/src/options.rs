@@ -299,10 +299,18 @@ pub struct Options {
     /// admission table (8 bytes per 4 KiB of capacity, at most 8 MiB) and, per thread
     /// that reads compressed blocks, one buffer of stored bytes (at most 64 KiB).
     pub block_cache_size: usize,
-    /// How new tables store their data blocks: [`Compression::None`] (the default) or
-    /// [`Compression::Lz4`], per block, recorded in each block's trailer. Tables keep
+    /// How new tables store their data blocks: [`Compression::None`] (the default),
+    /// [`Compression::Lz4`] or [`Compression::Zstd`], per block, recorded in each block's trailer. Tables keep
     /// opening whatever the setting: every block says how it was written.
     pub compression: Compression,
+    /// How tables written to the bottommost level store their data blocks, where they
+    /// differ from [`compression`](Self::compression) (RocksDB's
+    /// `bottommost_compression`): most of a store's bytes live there and are rewritten
+    /// least often, so a slower, smaller form such as [`Compression::Zstd`] pays off
+    /// there while the upper levels keep a fast one. A table is bottommost when a
+    /// compaction writes it to a level below which no level holds a table (flushes to
+    /// level 0 never are). Default `None`: every level uses `compression`.
+    pub bottommost_compression: Option<Compression>,
     /// Builds a range filter beside the point filter for every new table, so a scan
     /// with both bounds set skips a table that holds no key in its range (see
     /// [`RangeFilterOptions`]). Tables without one are scanned as before. Default
@@ -347,6 +355,7 @@ impl Default for Options {
             read_only: false,
             block_cache_size: 8 << 20,
             compression: Compression::None,
+            bottommost_compression: None,
             range_filter: None,
             learned_memory: 0,
         }
@@ -400,6 +409,7 @@ impl fmt::Debug for Options {
             .field("read_only", &self.read_only)
             .field("block_cache_size", &self.block_cache_size)
             .field("compression", &self.compression)
+            .field("bottommost_compression", &self.bottommost_compression)
             .field("range_filter", &self.range_filter)
             .field("learned_memory", &self.learned_memory)
             .finish()
@@ -413,6 +423,17 @@ impl Options {
     /// checked), so a program can check its configuration before it opens anything.
     pub fn validate(&self) -> Result<()> {
         let bad = |what: String| Err(Error::InvalidArgument(what));
+        for c in std::iter::once(self.compression).chain(self.bottommost_compression) {
+            if let Compression::Zstd { level } = c {
+                if !crate::sstable::ZSTD_LEVELS.contains(&level) {
+                    return bad(format!(
+                        "a ZSTD level must be in {}..={}, got {level}",
+                        crate::sstable::ZSTD_LEVELS.start(),
+                        crate::sstable::ZSTD_LEVELS.end()
+                    ));
+                }
+            }
+        }
         // Checked whatever the filter kind: tables written under another setting are
         // still read with a policy of this many bits per key.
         if !(MIN_BITS_PER_KEY..=MAX_BITS_PER_KEY).contains(&self.bits_per_key) {

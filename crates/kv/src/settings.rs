@@ -167,7 +167,12 @@ impl Settings {
                     .map_or(String::new(), |p| p.name().to_string()),
             ),
             ("range_filter", range),
-            ("compression", format!("{:?}", o.compression)),
+            ("compression", o.compression.to_string()),
+            (
+                "bottommost_compression",
+                o.bottommost_compression
+                    .map_or(String::new(), |c| c.to_string()),
+            ),
             ("block_size", o.block_size.to_string()),
             ("block_align", on_off(o.block_align)),
             ("restart_interval", o.restart_interval.to_string()),
@@ -328,10 +333,10 @@ impl Settings {
                 "optimize_filters_for_hits" => parse(v).map(|x| o.optimize_filters_for_hits = x),
                 "bloom_before_level" => parse(v).map(|x| o.bloom_before_level = x),
                 "range_filter" => parse_range(v).map(|x| o.range_filter = x),
-                "compression" => match v {
-                    "None" => set(&mut o.compression, Compression::None),
-                    "Lz4" => set(&mut o.compression, Compression::Lz4),
-                    _ => Err(()),
+                "compression" => compression(v).map(|c| o.compression = c),
+                "bottommost_compression" => match v {
+                    "" => set(&mut o.bottommost_compression, None),
+                    _ => compression(v).map(|c| o.bottommost_compression = Some(c)),
                 },
                 "block_size" => parse(v).map(|x| o.block_size = x),
                 "block_align" => parse(v).map(|x| o.block_align = x),
@@ -481,6 +486,14 @@ pub(crate) fn at_open(
     })
 }
 
+/// A compression as `Settings::of` spells it (`None`, `Lz4`, `Zstd(3)`), and only so.
+fn compression(v: &str) -> std::result::Result<Compression, ()> {
+    match v.parse::<Compression>() {
+        Ok(c) if c.to_string() == v => Ok(c),
+        _ => Err(()),
+    }
+}
+
 fn set<T>(slot: &mut T, value: T) -> std::result::Result<(), ()> {
     *slot = value;
     Ok(())
@@ -587,6 +600,41 @@ mod tests {
         let loaded = back.apply(Options::default());
         assert!(loaded.unresolved.is_empty() && loaded.ignored.is_empty());
         assert_eq!(Settings::of(&loaded.options), s);
+    }
+
+    #[test]
+    fn zstd_and_the_bottommost_compression_come_back() {
+        for (compression, bottommost) in [
+            (Compression::Lz4, Some(Compression::Zstd { level: 7 })),
+            (Compression::Zstd { level: 1 }, None),
+            (Compression::None, Some(Compression::Lz4)),
+        ] {
+            let written = Options {
+                compression,
+                bottommost_compression: bottommost,
+                ..Options::default()
+            };
+            let s = Settings::of(&written);
+            let loaded = Settings::decode(&s.encode(), path())
+                .unwrap()
+                .apply(Options::default());
+            assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+            assert_eq!(loaded.options.compression, compression);
+            assert_eq!(loaded.options.bottommost_compression, bottommost);
+            assert_eq!(Settings::of(&loaded.options), s);
+        }
+        // Only the spelling `of` writes is read; a level out of range is refused.
+        for bad in ["zstd(3)", "Zstd(0)", "Zstd(23)", "Zstd"] {
+            let mut s = Settings::of(&Options::default());
+            for (k, v) in s.entries.iter_mut() {
+                if k == "bottommost_compression" {
+                    *v = bad.into();
+                }
+            }
+            let loaded = s.apply(Options::default());
+            assert_eq!(loaded.ignored.len(), 1, "{bad}: {:?}", loaded.ignored);
+            assert_eq!(loaded.options.bottommost_compression, None, "{bad}");
+        }
     }
 
     #[test]

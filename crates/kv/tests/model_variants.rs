@@ -1,5 +1,5 @@
 //! The store against a model over the option space: every filter kind, LZ4 or raw
-//! blocks, Monkey allocation, prefix extractors of several lengths, range filters,
+//! blocks (ZSTD on the bottommost level in one variant of four), Monkey allocation, prefix extractors of several lengths, range filters,
 //! dynamic levels, tiny blocks and restart intervals. Up to six live snapshots, each
 //! with a copy of the model; every check is a get, a forward scan with values, then
 //! the same range walked with a random mix of `next` and `next_back` (bounds of every
@@ -65,6 +65,9 @@ fn options(c: Cfg) -> Options {
         } else {
             bloomkv_kv::Compression::None
         },
+        // One variant in four writes its bottommost level as ZSTD (format 6).
+        bottommost_compression: (c.variant % 4 == 2)
+            .then_some(bloomkv_kv::Compression::Zstd { level: 3 }),
         filter_allocation: if c.variant % 3 == 1 {
             bloomkv_kv::FilterAllocation::Monkey
         } else {

@@ -15,10 +15,12 @@ use crate::error::Result;
 use crate::filter_plan::{self, FilterAllocation};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
-use crate::options::FilterKind;
+use crate::options::{FilterKind, Options};
 use crate::retain::Retain;
+use crate::sstable::Compression;
 use crate::stats::{add, bump};
 use crate::store_dir::{discard_unrecorded, remove_obsolete, write_state};
+use crate::table_files::TableFiles;
 use crate::types::Entry;
 use crate::types::NUM_LEVELS;
 use crate::version::{TableHandle, Version};
@@ -134,7 +136,36 @@ impl Inner {
         entries: impl Iterator<Item = Result<Entry>>,
     ) -> Result<Option<TableHandle>> {
         let policy = self.policy_for_level(level, inputs, incoming)?;
-        self.table_files().build(number, &policy, entries)
+        match self.bottommost_compression(level) {
+            Some(compression) => {
+                let options = Options {
+                    compression,
+                    ..self.options.clone()
+                };
+                let files = TableFiles {
+                    options: &options,
+                    ..self.table_files()
+                };
+                files.build(number, &policy, entries)
+            }
+            None => self.table_files().build(number, &policy, entries),
+        }
+    }
+
+    /// The compression a table written to `level` takes instead of the store's own:
+    /// `bottommost_compression`, when set, differing, and `level` is bottommost (a
+    /// compaction's output below which no level holds a table).
+    fn bottommost_compression(&self, level: usize) -> Option<Compression> {
+        let bottom = self
+            .options
+            .bottommost_compression
+            .filter(|c| *c != self.options.compression)?;
+        let version = self.current().version.clone();
+        let below_empty = version
+            .levels()
+            .get(level + 1..)
+            .is_none_or(|deeper| deeper.iter().all(|l| l.is_empty()));
+        (level > 0 && below_empty).then_some(bottom)
     }
 
     /// The filter policy for a new table on `level` (see `filter_plan.rs`): the store's

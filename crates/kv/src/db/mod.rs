@@ -36,18 +36,22 @@
 //! | `flush_compact.rs` | flush and compaction, `install` |
 //! | `background.rs` | the background thread and its panic capture |
 //! | `snapshot.rs` | snapshots and the list of live ones compaction reads |
+//! | `checkpoint.rs` | `checkpoint`: a consistent copy of the live store |
 //!
 //! What the store shares with the files beside it goes through narrow doors: tables are
 //! built and opened by `table_files.rs`, the directory is tidied by `store_dir.rs`, a
 //! scan gets its sources and an opaque hold on the store (`scan::StoreHold`).
 
 mod background;
+mod checkpoint;
 mod flush_compact;
 mod inner;
 mod open;
 mod read;
 mod snapshot;
 mod write;
+
+pub use checkpoint::Checkpoint;
 
 use std::ops::RangeBounds;
 use std::path::Path;
@@ -275,6 +279,29 @@ impl Db {
     /// ```
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(&self.inner)
+    }
+
+    /// Makes a consistent, openable copy of the store in `dir` (which must not exist
+    /// or be empty) while writers go on: the memtables are flushed, the tables of that
+    /// moment are hard-linked (copied where the file system cannot link) and a manifest
+    /// naming them is written last. The copy is the store at
+    /// [`Checkpoint::sequence`]; a failed checkpoint leaves no `MANIFEST` in `dir`, so
+    /// it never opens as a store. A read-only handle cannot take one (it cannot flush:
+    /// `Error::ReadOnly`). See `db/checkpoint.rs`.
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path().join("live"), Options::default())?;
+    /// db.put("k", "v")?;
+    /// let copy = db.checkpoint(dir.path().join("copy"))?;
+    /// db.put("k", "later")?;
+    /// let old = Db::open(&copy.path, Options::default())?;
+    /// assert_eq!(old.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<Checkpoint> {
+        self.inner.checkpoint(dir.as_ref())
     }
 
     /// Writes the memtable (and any frozen ones) to L0 tables now.

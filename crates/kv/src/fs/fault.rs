@@ -46,7 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use super::{FileLock, FileSystem, Linked, RandomAccessFile, WritableFile};
 
 /// The kinds of file operation the store performs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,13 +77,15 @@ pub enum OpKind {
     CreateDir,
     /// `FileSystem::list`.
     List,
+    /// `FileSystem::link`.
+    Link,
     /// `FileSystem::lock`.
     Lock,
 }
 
 impl OpKind {
     /// Every kind.
-    pub const ALL: [OpKind; 14] = [
+    pub const ALL: [OpKind; 15] = [
         OpKind::Create,
         OpKind::OpenAppend,
         OpKind::OpenRandom,
@@ -98,6 +100,7 @@ impl OpKind {
         OpKind::CreateDir,
         OpKind::List,
         OpKind::Lock,
+        OpKind::Link,
     ];
 }
 
@@ -192,7 +195,8 @@ impl Shared {
             return Verdict::Fail;
         }
         self.total.fetch_add(1, Ordering::SeqCst);
-        let fills = matches!(kind, OpKind::Create | OpKind::Append);
+        // A link may have to copy (a file system without links), so it fills too.
+        let fills = matches!(kind, OpKind::Create | OpKind::Append | OpKind::Link);
         if fills && self.full.load(Ordering::SeqCst) {
             return Verdict::Full;
         }
@@ -463,6 +467,11 @@ impl FileSystem for FaultFileSystem {
     fn lock(&self, path: &Path) -> io::Result<FileLock> {
         self.shared.gate(OpKind::Lock)?;
         self.shared.inner.lock(path)
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> io::Result<Linked> {
+        self.shared.gate(OpKind::Link)?;
+        self.shared.inner.link(from, to)
     }
 }
 

@@ -93,6 +93,51 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// a second opener in, because the directory cannot be deleted while it holds the
     /// store's files.
     fn lock(&self, path: &Path) -> io::Result<FileLock>;
+    /// Gives the file `from` a second name, `to` (which must not exist), sharing its
+    /// bytes where the file system can (a hard link), else copying them and syncing
+    /// the copy. Either way `to`'s bytes are durable on return; its directory entry is
+    /// not until [`sync_dir`](Self::sync_dir). The default copies, through this file
+    /// system's own operations ([`copy_file`]).
+    fn link(&self, from: &Path, to: &Path) -> io::Result<Linked> {
+        copy_file(self, from, to)
+    }
+}
+
+/// How [`FileSystem::link`] gave a file its second name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linked {
+    /// A hard link: no byte was copied.
+    HardLink,
+    /// The file system could not link (another device, no support): the bytes were
+    /// copied and synced.
+    Copied,
+}
+
+/// Copies `from` to a new file `to` through `fs` and syncs it: the fallback of
+/// [`FileSystem::link`]. A failed copy deletes what it made (best effort).
+pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> io::Result<Linked> {
+    if fs.exists(to) {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "copy {} to {}: the target exists",
+                from.display(),
+                to.display()
+            ),
+        ));
+    }
+    let bytes = fs.read_all(from)?;
+    let copied = fs.create(to).and_then(|mut f| {
+        f.append(&bytes)?;
+        f.sync()
+    });
+    match copied {
+        Ok(()) => Ok(Linked::Copied),
+        Err(e) => {
+            let _ = fs.remove(to);
+            Err(e)
+        }
+    }
 }
 
 /// An exclusive lock on a file (and, on the OS file system, on its directory),
@@ -302,6 +347,39 @@ impl FileSystem for OsFileSystem {
 
     fn exists(&self, path: &Path) -> bool {
         path.exists()
+    }
+
+    fn link(&self, from: &Path, to: &Path) -> io::Result<Linked> {
+        match fs::hard_link(from, to) {
+            Ok(()) => Ok(Linked::HardLink),
+            // Another device, a file system without links (FAT, some network ones), or
+            // the file's link count at its limit: the bytes are copied instead.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::CrossesDevices
+                        | io::ErrorKind::Unsupported
+                        | io::ErrorKind::PermissionDenied
+                        | io::ErrorKind::TooManyLinks
+                ) =>
+            {
+                fs::copy(from, to)
+                    .and_then(|_| OpenOptions::new().write(true).open(to))
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| {
+                        let _ = fs::remove_file(to);
+                        io::Error::new(
+                            e.kind(),
+                            format!("copy {} to {}: {e}", from.display(), to.display()),
+                        )
+                    })?;
+                Ok(Linked::Copied)
+            }
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("link {} to {}: {e}", from.display(), to.display()),
+            )),
+        }
     }
 
     fn lock(&self, path: &Path) -> io::Result<FileLock> {

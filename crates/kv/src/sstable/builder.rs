@@ -33,7 +33,7 @@ use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression};
 use super::footer::{
     BlockHandle, Footer, ALIGNED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION,
-    RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION,
+    RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
 };
 use super::format::{padding_before, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 use super::index::{shortest_separator, IndexBuilder};
@@ -421,11 +421,12 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// The format version this builder writes: 5 with aligned blocks, else 4 with a
-    /// range filter, else 3 only if blocks may be compressed, else 2.
+    /// The format version this builder writes: 5 with aligned blocks, else 6 if blocks
+    /// may be ZSTD, else 4 with a range filter, else 3 only if blocks may be LZ4, else 2.
     fn format_version(&self) -> u32 {
         match (self.range.is_some(), self.compression) {
             _ if self.align => ALIGNED_FORMAT_VERSION,
+            (_, Compression::Zstd { .. }) => ZSTD_FORMAT_VERSION,
             (true, _) => RANGE_FILTER_FORMAT_VERSION,
             (false, Compression::None) => UNCOMPRESSED_FORMAT_VERSION,
             (false, Compression::Lz4) => COMPRESSED_FORMAT_VERSION,
@@ -439,6 +440,9 @@ impl TableBuilder {
             && compression::compress_lz4(&mut self.lz4, raw, &mut self.packed)
         {
             trailer::seal_as(&mut self.packed, 0, trailer::LZ4_COMPRESSION);
+            &mut self.packed
+        } else if self.compression.is_zstd() && compression::compress_zstd(raw, &mut self.packed) {
+            trailer::seal_as(&mut self.packed, 0, trailer::ZSTD_COMPRESSION);
             &mut self.packed
         } else {
             trailer::seal(raw, 0);

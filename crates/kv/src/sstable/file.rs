@@ -415,8 +415,13 @@ impl TableFile {
     fn decode_data_block(&self, handle: BlockHandle, sealed: Vec<u8>) -> Result<Block> {
         let bad = |m: Malformed| self.corruption(BlockKind::Data, handle.offset, m);
         match trailer::check_data(&sealed).map_err(bad)? {
-            (len, trailer::LZ4_COMPRESSION) => {
-                let raw = compression::decompress_lz4(&sealed[..len]).map_err(bad)?;
+            (len, kind @ (trailer::LZ4_COMPRESSION | trailer::ZSTD_COMPRESSION)) => {
+                let raw = if kind == trailer::LZ4_COMPRESSION {
+                    compression::decompress_lz4(&sealed[..len])
+                } else {
+                    compression::decompress_zstd(&sealed[..len])
+                }
+                .map_err(bad)?;
                 keep_spare(sealed);
                 let len = raw.len();
                 Block::new(Bytes::from(raw), len).map_err(bad)

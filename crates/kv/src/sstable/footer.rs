@@ -46,7 +46,11 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 /// * 5: as 4, and uncompressed data blocks may be preceded by zero padding that starts
 ///   them on a page boundary (`TableOptions::block_align`): data blocks no longer
 ///   follow each other byte for byte. Written only by a builder that aligns.
-pub const FORMAT_VERSION: u32 = 5;
+/// * 6: as 5, and data blocks may be ZSTD-compressed (trailer type 2, see
+///   `compression.rs`). Written only by a builder that may choose ZSTD, so a build
+///   that predates it refuses such a table at open, by its version, instead of
+///   failing on its first ZSTD block.
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The version a table without compressed blocks, range filter or aligned blocks is
 /// written as.
@@ -60,6 +64,9 @@ pub(crate) const RANGE_FILTER_FORMAT_VERSION: u32 = 4;
 
 /// The version a table with aligned data blocks is written as.
 pub(crate) const ALIGNED_FORMAT_VERSION: u32 = 5;
+
+/// The version a table whose data blocks may be ZSTD-compressed is written as.
+pub(crate) const ZSTD_FORMAT_VERSION: u32 = 6;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

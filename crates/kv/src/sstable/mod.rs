@@ -103,7 +103,7 @@ use std::fmt;
 
 pub(crate) use batch::{BatchKey, BatchTally};
 pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
-pub use compression::Compression;
+pub use compression::{Compression, ZSTD_LEVELS};
 pub use file::TableFile;
 pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};

@@ -47,10 +47,12 @@
 
 use bytes::Bytes;
 
-use super::compression::{LZ4_MAX_EXPANSION, MIN_LZ4_BLOCK_LEN};
+use super::compression::{
+    LZ4_MAX_EXPANSION, MAX_ZSTD_RAW_LEN, MIN_LZ4_BLOCK_LEN, MIN_ZSTD_BLOCK_LEN,
+};
 use super::footer::{
     BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
-    RANGE_FILTER_FORMAT_VERSION,
+    RANGE_FILTER_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
 };
 use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
@@ -70,8 +72,22 @@ pub(crate) const MIN_DATA_BLOCK_LEN: u64 = MIN_ENTRY_LEN + 4 + 4 + 5;
 /// the stored bytes themselves — the versions of one key that snapshots keep pack
 /// into about 4 stored bytes each — and its smallest form is the 4-byte length, one
 /// byte of LZ4 and the trailer.
+///
+/// From version 6 on a block may be ZSTD, whose expansion has no such ratio (one
+/// run-length block unpacks to the whole block): a block is then bounded by the longest
+/// a reader unpacks, and its smallest form is [`MIN_ZSTD_BLOCK_LEN`].
 fn capacity(format_version: u32, data_size: u64) -> (u64, u64) {
-    if format_version >= COMPRESSED_FORMAT_VERSION {
+    if format_version >= ZSTD_FORMAT_VERSION {
+        let blocks = data_size / MIN_ZSTD_BLOCK_LEN.min(MIN_LZ4_BLOCK_LEN);
+        let per_block = (MAX_ZSTD_RAW_LEN as u64 / MIN_ENTRY_LEN)
+            .max(MIN_LZ4_BLOCK_LEN.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN);
+        (
+            blocks
+                .saturating_mul(per_block)
+                .max(data_size.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN),
+            blocks,
+        )
+    } else if format_version >= COMPRESSED_FORMAT_VERSION {
         (
             data_size.saturating_mul(LZ4_MAX_EXPANSION) / MIN_ENTRY_LEN,
             data_size / MIN_LZ4_BLOCK_LEN,
@@ -370,10 +386,19 @@ mod tests {
             assert!(decode(v, 201, 10).is_err(), "version {v}");
             assert!(decode(v, 200, 56).is_err(), "version {v}");
         }
-        for v in 3..=FORMAT_VERSION {
+        for v in 3..ZSTD_FORMAT_VERSION {
             assert_eq!(decode(v, 201, 100), Ok(()), "version {v}");
             assert_eq!(decode(v, 51_000, 100), Ok(()), "version {v}");
             assert!(decode(v, 51_001, 100).is_err(), "version {v}");
+            assert!(decode(v, 51_000, 101).is_err(), "version {v}");
+        }
+        // Where blocks may be ZSTD, each of at most 100 blocks (10 stored bytes each
+        // at least) may unpack to the longest block a reader accepts.
+        for v in ZSTD_FORMAT_VERSION..=FORMAT_VERSION {
+            let most = 100 * (MAX_ZSTD_RAW_LEN as u64 / MIN_ENTRY_LEN);
+            assert_eq!(decode(v, 51_001, 100), Ok(()), "version {v}");
+            assert_eq!(decode(v, most, 100), Ok(()), "version {v}");
+            assert!(decode(v, most + 1, 100).is_err(), "version {v}");
             assert!(decode(v, 51_000, 101).is_err(), "version {v}");
         }
     }

@@ -6,6 +6,8 @@
 //!  | (size bytes)   | 0 = uncompressed | CRC-32 of contents and type |
 //!  |                | 1 = LZ4 (data    |                             |
 //!  |                | blocks, v3)      |                             |
+//!  |                | 2 = ZSTD (data   |                             |
+//!  |                | blocks, v6)      |                             |
 //!  +----------------+------------------+-----------------------------+
 //! ```
 //!
@@ -22,6 +24,9 @@ pub(crate) const NO_COMPRESSION: u8 = 0;
 
 /// A data block compressed with LZ4 (format version 3; see `compression.rs`).
 pub(crate) const LZ4_COMPRESSION: u8 = 1;
+
+/// A data block compressed with ZSTD (format version 6; see `compression.rs`).
+pub(crate) const ZSTD_COMPRESSION: u8 = 2;
 
 /// Appends the trailer for the uncompressed block occupying `buf[start..]`.
 pub(crate) fn seal(buf: &mut Vec<u8>, start: usize) {
@@ -68,7 +73,7 @@ pub(crate) fn check_data(sealed: &[u8]) -> Result<(usize, u8), Malformed> {
             "checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"
         )));
     }
-    if kind != NO_COMPRESSION && kind != LZ4_COMPRESSION {
+    if !matches!(kind, NO_COMPRESSION | LZ4_COMPRESSION | ZSTD_COMPRESSION) {
         return Err(Malformed(format!("unknown compression type {kind}")));
     }
     Ok((len, kind))

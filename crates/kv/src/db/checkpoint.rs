@@ -1,0 +1,138 @@
+//! Checkpoints: a consistent, openable copy of a live store, made while writers run
+//! (RocksDB's `Checkpoint`).
+//!
+//! ```text
+//!  flush the memtables ─► under `maint`: pin the current version, note its sequence
+//!    ─► link (or copy) each of its tables into OUT ─► copy SETTINGS ─► fsync OUT
+//!    ─► MANIFEST.tmp, fsync, rename to MANIFEST, fsync OUT   (the commit point)
+//! ```
+//!
+//! **One sequence number.** The memtables are flushed first and no log is copied: a
+//! log that a writer is appending to could be copied with a torn last record, which
+//! recovery would drop quietly, so the copy's sequence number would be whatever the
+//! copy happened to catch. After the flush, the version current under `maint` holds
+//! exactly the writes up to the manifest's `last_sequence` (memtables are flushed
+//! oldest first, each holds a contiguous run of sequence numbers, and a batch never
+//! spans two): the checkpoint is the store at that sequence number, which
+//! [`Checkpoint::sequence`] reports. The price is one flush (at most a memtable of
+//! writing), what RocksDB pays by default too. Writers are held only while the
+//! memtable is frozen, as by any flush.
+//!
+//! **Pinned tables.** The version is held (an `Arc`) until every table is linked: a
+//! compaction that retires one of them marks it obsolete, and its file is deleted only
+//! when the last holder lets go, so no table vanishes mid-copy.
+//!
+//! **Links.** A table is immutable once written, so a hard link shares its bytes with
+//! the store at no cost; where the file system cannot link (another device, no links)
+//! the bytes are copied and synced ([`FileSystem::link`](crate::fs::FileSystem::link)).
+//!
+//! **Whole or not at all.** The new manifest (naming exactly the pinned tables, the
+//! sequence number, and a log number above every table, so no log is looked for) is
+//! written last, as every manifest is: `MANIFEST.tmp`, fsync, rename, fsync of the
+//! directory, after the directory holding the tables and SETTINGS was fsynced. A
+//! checkpoint without its `MANIFEST` is incomplete, and [`Db::open`](crate::Db::open)
+//! refuses a directory that holds tables but no manifest, so a failed checkpoint is
+//! never mistaken for a store. On failure the files made so far are deleted (best
+//! effort); the source store is only read from, apart from the flush.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::filename;
+use crate::fs::Linked;
+use crate::store_dir::write_state;
+use crate::types::SeqNo;
+
+use super::inner::Inner;
+
+/// What [`Db::checkpoint`](crate::Db::checkpoint) made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Checkpoint {
+    /// Where the copy is.
+    pub path: PathBuf,
+    /// The copy holds exactly the writes up to this sequence number.
+    pub sequence: SeqNo,
+    /// Tables hard-linked from the store.
+    pub linked: usize,
+    /// Tables copied (the file system could not link them).
+    pub copied: usize,
+    /// Bytes of the tables, linked or copied.
+    pub table_bytes: u64,
+}
+
+impl Inner {
+    pub(super) fn checkpoint(&self, out: &Path) -> Result<Checkpoint> {
+        self.check_writable()?;
+        let out = crate::store_dir::store_dir(out)?;
+        if self.fs.exists(&out) && !self.fs.list(&out)?.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint target {} exists and is not empty",
+                out.display()
+            )));
+        }
+        self.flush()?;
+        // Under `maint` no flush or compaction installs: the view's version and the
+        // sequence number its tables hold are read together.
+        let (version, sequence, next_file) = {
+            let maint = self.maint_for_caller();
+            self.check_bg_error()?;
+            (
+                self.current().version.clone(),
+                maint.last_sequence,
+                self.next_file_number.load(Ordering::Relaxed),
+            )
+        };
+        let mut made: Vec<PathBuf> = Vec::new();
+        let result = (|| {
+            self.fs.create_dir_all(&out)?;
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                self.fs.sync_dir(parent)?;
+            }
+            let mut info = Checkpoint {
+                path: out.clone(),
+                sequence,
+                linked: 0,
+                copied: 0,
+                table_bytes: 0,
+            };
+            for (_, t) in version.tables() {
+                let from = filename::table_path(&self.dir, t.number);
+                let to = filename::table_path(&out, t.number);
+                let how = self.fs.link(&from, &to)?;
+                made.push(to);
+                match how {
+                    Linked::HardLink => info.linked += 1,
+                    Linked::Copied => info.copied += 1,
+                }
+                info.table_bytes += t.file_size();
+            }
+            let settings = filename::settings_path(&self.dir);
+            if self.fs.exists(&settings) {
+                let bytes = self.fs.read_all(&settings)?;
+                let to = filename::settings_path(&out);
+                made.push(to.clone());
+                let mut f = self.fs.create(&to)?;
+                f.append(&bytes)?;
+                f.sync()?;
+            }
+            self.fs.sync_dir(&out)?;
+            // No log: the number after every table's, and the next file after it.
+            made.push(filename::manifest_tmp_path(&out));
+            made.push(filename::manifest_path(&out));
+            write_state(&self.fs, &out, &version, next_file, next_file + 1, sequence)?;
+            Ok::<_, Error>(info)
+        })();
+        if result.is_err() {
+            // The manifest first: while the tables remain, a directory without one is
+            // refused by open, whatever else could not be deleted.
+            for path in made.iter().rev() {
+                let _ = self.fs.remove(path);
+            }
+        }
+        drop(version);
+        result
+    }
+}
