@@ -10,17 +10,14 @@
 //! cargo run --release --example checkpoint_time -- [keys] [rounds]
 //! ```
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use bloomkv::kv::{Db, Options, WriteBatch};
-use rand::seq::SliceRandom;
-use rand::{rngs::StdRng, SeedableRng};
-
-fn key(i: u64) -> String {
-    format!("key{i:016}")
-}
+use bloomkv::kv::{Db, Options};
+use common::{key, load_shuffled};
 
 fn dir_bytes(dir: &std::path::Path) -> std::io::Result<u64> {
     let mut total = 0;
@@ -45,19 +42,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let live = root.path().join("live");
 
     let db = Arc::new(Db::open(&live, Options::default())?);
-    let mut order: Vec<u64> = (0..keys).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(7));
     let started = Instant::now();
-    let mut value = Vec::with_capacity(100);
-    for chunk in order.chunks(1_000) {
-        let mut batch = WriteBatch::new();
-        for &i in chunk {
-            bloomkv_bench::fill_value(&mut value, i, 100);
-            batch.put(key(i), &value);
-        }
-        db.write(batch)?;
-    }
-    db.wait_for_compaction()?;
+    load_shuffled(&db, keys, 7)?;
     let store_bytes = dir_bytes(&live)?;
     println!(
         "loaded {keys} keys in {:.1} s: {:.2} GiB on disk, {} tables",

@@ -12,17 +12,15 @@
 //! cargo run --release --example open_time -- [keys] [rounds]
 //! ```
 
+mod common;
+
 use std::path::Path;
 use std::time::Instant;
 
 use bloomkv::kv::fs::{FileSystem, OsFileSystem};
-use bloomkv::kv::{Db, Options, WriteBatch};
-use rand::seq::SliceRandom;
+use bloomkv::kv::{Db, Options};
+use common::{key, load_shuffled};
 use rand::{rngs::StdRng, Rng, SeedableRng};
-
-fn key(i: u64) -> String {
-    format!("key{i:016}")
-}
 
 fn options() -> Options {
     Options {
@@ -57,19 +55,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = root.path().join("store");
 
     let db = Db::open(&dir, options())?;
-    let mut order: Vec<u64> = (0..keys).collect();
-    order.shuffle(&mut StdRng::seed_from_u64(7));
     let started = Instant::now();
-    let mut value = Vec::with_capacity(100);
-    for chunk in order.chunks(1_000) {
-        let mut batch = WriteBatch::new();
-        for &i in chunk {
-            bloomkv_bench::fill_value(&mut value, i, 100);
-            batch.put(key(i), &value);
-        }
-        db.write(batch)?;
-    }
-    db.wait_for_compaction()?;
+    load_shuffled(&db, keys, 7)?;
     let stats = db.stats();
     println!(
         "built {keys} keys in {:.1} s: {} tables ({:?} per level)",

@@ -11,12 +11,9 @@
 //! (default 300, dbgen's); `ROUNDS` > 0 times decoding: rounds alternate the two
 //! writers' blocks, three times each, and print every pass (default 0: bytes only).
 
-use bloomkv_peers::lz4_writers::{blocks, compare_bytes, decode_ns_per_block, flex_pack};
-use bloomkv_peers::tpch::{Table, TpchRows};
-use bloomkv_peers::ycsb::record;
-
-/// Sorted (key, value) rows.
-type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+use bloomkv_peers::lz4_writers::{
+    blocks, compare_bytes, data_sets, decode_ns_per_block, flex_pack,
+};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let arg = |i: usize, d: usize| -> Result<usize, Box<dyn std::error::Error>> {
@@ -29,29 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool_mib = arg(2, 300)?;
     let rounds = arg(3, 0)?;
 
-    let tpch = TpchRows::new(1.0, pool_mib << 20);
-    let mut sets: Vec<(String, Rows)> = vec![
-        ("tpch lineitem".into(), tpch.rows(Table::LineItem, rows)),
-        ("tpch orders".into(), tpch.rows(Table::Orders, rows)),
-    ];
-    let mut bench: Rows = (0..rows as u64)
-        .map(|i| {
-            let mut v = Vec::new();
-            bloomkv_bench::fill_value(&mut v, i, 100);
-            (bloomkv_bench::key(i).to_vec(), v)
-        })
-        .collect();
-    bench.sort_unstable();
-    sets.push(("benchmark (100 B)".into(), bench));
-    let mut ycsb: Rows = (0..rows as u64)
-        .map(|i| {
-            let mut v = Vec::new();
-            record::fill_value(&mut v, i, 0, 100);
-            (record::key(i).to_vec(), v)
-        })
-        .collect();
-    ycsb.sort_unstable();
-    sets.push(("ycsb (100 B)".into(), ycsb));
+    let sets = data_sets(rows, pool_mib);
 
     println!("| data | blocks | raw bytes | store's writer | kept raw | lz4_flex | kept raw | store / lz4_flex |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");

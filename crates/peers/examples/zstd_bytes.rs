@@ -16,12 +16,7 @@
 use std::time::Instant;
 
 use bloomkv::kv::Compression;
-use bloomkv_peers::lz4_writers::blocks;
-use bloomkv_peers::tpch::{Table, TpchRows};
-use bloomkv_peers::ycsb::record;
-
-/// Sorted (key, value) rows.
-type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+use bloomkv_peers::lz4_writers::{blocks, data_sets};
 
 /// Stored bytes of `blocks` under `c`, and how many stayed raw.
 fn stored(c: Compression, blocks: &[Vec<u8>]) -> (u64, usize) {
@@ -64,29 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool_mib = arg(2, 300)?;
     let rounds = arg(3, 0)?;
 
-    let tpch = TpchRows::new(1.0, pool_mib << 20);
-    let mut sets: Vec<(String, Rows)> = vec![
-        ("TPC-H lineitem".into(), tpch.rows(Table::LineItem, rows)),
-        ("TPC-H orders".into(), tpch.rows(Table::Orders, rows)),
-    ];
-    let mut bench: Rows = (0..rows as u64)
-        .map(|i| {
-            let mut v = Vec::new();
-            bloomkv_bench::fill_value(&mut v, i, 100);
-            (bloomkv_bench::key(i).to_vec(), v)
-        })
-        .collect();
-    bench.sort_unstable();
-    sets.push(("the benchmark's values (100 B)".into(), bench));
-    let mut ycsb: Rows = (0..rows as u64)
-        .map(|i| {
-            let mut v = Vec::new();
-            record::fill_value(&mut v, i, 0, 100);
-            (record::key(i).to_vec(), v)
-        })
-        .collect();
-    ycsb.sort_unstable();
-    sets.push(("the YCSB suite's values (100 B)".into(), ycsb));
+    let sets = data_sets(rows, pool_mib);
 
     let zstd = Compression::Zstd { level: 3 };
     println!("| data | blocks | raw bytes | LZ4 | kept raw | ZSTD | kept raw | ZSTD / LZ4 |");

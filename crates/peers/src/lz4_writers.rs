@@ -31,6 +31,41 @@ fn varint(out: &mut Vec<u8>, mut v: usize) {
     out.push(v as u8);
 }
 
+/// Sorted (key, value) rows.
+pub type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The data sets the compression examples compare on, each `rows` rows, sorted as a
+/// table holds them: TPC-H line items and orders (a text pool of `pool_mib` MiB), the
+/// benchmark's values and the YCSB suite's values.
+pub fn data_sets(rows: usize, pool_mib: usize) -> Vec<(String, Rows)> {
+    use crate::tpch::{Table, TpchRows};
+    use crate::ycsb::record;
+    let tpch = TpchRows::new(1.0, pool_mib << 20);
+    let mut sets: Vec<(String, Rows)> = vec![
+        ("TPC-H lineitem".into(), tpch.rows(Table::LineItem, rows)),
+        ("TPC-H orders".into(), tpch.rows(Table::Orders, rows)),
+    ];
+    let mut bench: Rows = (0..rows as u64)
+        .map(|i| {
+            let mut v = Vec::new();
+            bloomkv_bench::fill_value(&mut v, i, 100);
+            (bloomkv_bench::key(i).to_vec(), v)
+        })
+        .collect();
+    bench.sort_unstable();
+    sets.push(("the benchmark's values (100 B)".into(), bench));
+    let mut ycsb: Rows = (0..rows as u64)
+        .map(|i| {
+            let mut v = Vec::new();
+            record::fill_value(&mut v, i, 0, 100);
+            (record::key(i).to_vec(), v)
+        })
+        .collect();
+    ycsb.sort_unstable();
+    sets.push(("the YCSB suite's values (100 B)".into(), ycsb));
+    sets
+}
+
 /// Cuts sorted `rows` into data blocks of about [`BLOCK_SIZE`] bytes.
 pub fn blocks(rows: &[(Vec<u8>, Vec<u8>)]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
