@@ -68,8 +68,10 @@ use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::{map, SkipMap};
 
 use crate::keycmp;
+use crate::range_del::{Fragments, RangeTombstone};
 pub use crate::types::READ_LATEST;
 use crate::types::{Entry, Hit, SeqNo, ValueKind};
+use crate::write_batch::OpKind;
 
 /// Bytes charged per write on top of key and value: roughly a skip-list node or a
 /// version record (the key and value handles, sequence number, kind and links).
@@ -325,6 +327,11 @@ pub struct Memtable {
     /// Set (release) once the first write is completely applied; read (acquire) by the
     /// emptiness shortcut, so "empty" is never answered for a key a reader could see.
     has_entries: AtomicBool,
+    /// The range tombstones (`delete_range`), fragmented; rebuilt whole by each new
+    /// one (they are rare), swapped in atomically so a reader sees the old or the new
+    /// set. `has_range_dels` lets a get that meets none skip even the load.
+    range_dels: ArcSwapOption<Fragments>,
+    has_range_dels: AtomicBool,
 }
 
 impl Memtable {
@@ -387,6 +394,38 @@ impl Memtable {
         }
     }
 
+    /// Records one operation of a write batch: a put or delete ([`Memtable::apply`]),
+    /// or a range delete of `[key, value)` ([`Memtable::delete_range`]).
+    pub fn apply_op(&self, seq: SeqNo, kind: OpKind, key: impl AsRef<[u8]>, value: Bytes) {
+        match kind.point() {
+            Some(point) => self.apply(seq, point, key, value),
+            None => self.delete_range(seq, Bytes::copy_from_slice(key.as_ref()), value),
+        }
+    }
+
+    /// Records a range tombstone: every key in `[start, end)` deleted as of `seq`.
+    /// One writer at a time (the store's write lock): the set is rebuilt and swapped.
+    pub fn delete_range(&self, seq: SeqNo, start: Bytes, end: Bytes) {
+        let charge = start.len() + end.len() + ENTRY_OVERHEAD;
+        let new = RangeTombstone { start, end, seq };
+        let current = self.range_dels.load_full();
+        let old = current.iter().flat_map(|f| f.tombstones());
+        let next = Fragments::new(old.chain(std::iter::once(new)));
+        self.range_dels.store(Some(Arc::new(next)));
+        self.has_range_dels.store(true, Ordering::Release);
+        self.size.fetch_add(charge, Ordering::Relaxed);
+        self.max_seq.fetch_max(seq, Ordering::Relaxed);
+        self.has_entries.store(true, Ordering::Release);
+    }
+
+    /// The memtable's range tombstones (`None` if it has none).
+    pub fn range_dels(&self) -> Option<Arc<Fragments>> {
+        if !self.has_range_dels.load(Ordering::Acquire) {
+            return None;
+        }
+        self.range_dels.load_full()
+    }
+
     /// The newest entry for `key`, tombstones included (the caller decides what a
     /// tombstone means); `None` if this memtable has never seen the key.
     pub fn get(&self, key: &[u8]) -> Option<Entry> {
@@ -407,7 +446,22 @@ impl Memtable {
         if !self.has_entries.load(Ordering::Acquire) {
             return None;
         }
-        self.map.get(key)?.value().visible_at(read_seq)
+        let point = self
+            .map
+            .get(key)
+            .and_then(|e| e.value().visible_at(read_seq));
+        if !self.has_range_dels.load(Ordering::Acquire) {
+            return point;
+        }
+        // A range tombstone newer than the key's newest visible version (or over a key
+        // this memtable never saw) answers "deleted": nothing older may be asked.
+        let guard = self.range_dels.load();
+        let covering = guard.as_ref()?.newest_covering(key, read_seq);
+        match (point, covering) {
+            (Some(p), Some(t)) if t > p.seq => Some(Hit::range_deleted(t)),
+            (None, Some(t)) => Some(Hit::range_deleted(t)),
+            (point, _) => point,
+        }
     }
 
     /// Bytes written into this memtable: keys, values and [`ENTRY_OVERHEAD`] per write,

@@ -374,8 +374,8 @@ pub(crate) fn replay(
                 Item::Valid(batch) => {
                     last_seq = last_seq.max(batch.last_seq().unwrap_or(batch.base_seq));
                     outcome.records += 1;
-                    for e in batch.into_entries() {
-                        memtable.apply(e.seq, e.kind, e.key, e.value);
+                    for (seq, op) in batch.into_ops() {
+                        memtable.apply_op(seq, op.kind, op.key, op.value);
                     }
                 }
                 Item::Invalid {

@@ -67,6 +67,7 @@ use crate::manifest::{self, ManifestState};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, WalRecovery};
+use crate::range_del::Fragments;
 use crate::recovery::{self, DroppedSpan};
 use crate::retain::Retain;
 use crate::settings::{load_options, Settings, SettingsState};
@@ -483,7 +484,16 @@ fn write_merged(
     }
     // No snapshot can exist during a repair: the newest version of each key, and
     // tombstones dropped (nothing older survives the rebuild for them to hide).
-    let mut merged = Retain::new(MergeIter::new(sources), Vec::new(), true).peekable();
+    // Range tombstones hide what they cover from the rebuild, and then go too: every
+    // version below them is dropped here.
+    let mut dels: Vec<Fragments> = mem.range_dels().map(|r| (*r).clone()).into_iter().collect();
+    for t in sound {
+        dels.extend(t.table()?.range_dels().cloned());
+    }
+    let range_dels = (!dels.is_empty()).then(|| Fragments::merge(&dels));
+    let mut merged = Retain::new(MergeIter::new(sources), Vec::new(), true)
+        .with_range_dels(range_dels)
+        .peekable();
     let mut written = Vec::new();
     while merged.peek().is_some() {
         let number = next_number.fetch_add(1, Ordering::Relaxed);

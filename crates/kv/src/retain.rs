@@ -26,6 +26,7 @@ use std::collections::VecDeque;
 use std::iter::Peekable;
 
 use crate::error::Result;
+use crate::range_del::Fragments;
 use crate::types::{Entry, SeqNo, ValueKind};
 
 /// Filters a merged run (key order, newest version first) down to the versions that
@@ -35,6 +36,9 @@ pub(crate) struct Retain<I: Iterator<Item = Result<Entry>>> {
     snapshots: Vec<SeqNo>,
     drop_tombstones: bool,
     out: VecDeque<Entry>,
+    /// The range tombstones of the run's sources: a version one of them hides from
+    /// every reader that could see it goes.
+    range_dels: Option<Fragments>,
 }
 
 impl<I: Iterator<Item = Result<Entry>>> Retain<I> {
@@ -46,7 +50,19 @@ impl<I: Iterator<Item = Result<Entry>>> Retain<I> {
             snapshots,
             drop_tombstones,
             out: VecDeque::new(),
+            range_dels: None,
         }
+    }
+
+    /// Also drops the versions that `range_dels` hide from every reader that could
+    /// see them. A range tombstone at `t` over a key acts here as a point tombstone of
+    /// that key at `t`: it is placed among the key's versions by its sequence number,
+    /// the rule above decides, and then it is taken out again (the range tombstone
+    /// itself travels in the table's tombstone block, or goes at the bottom when no
+    /// snapshot is older than it: see `db/flush_compact.rs`).
+    pub(crate) fn with_range_dels(mut self, range_dels: Option<Fragments>) -> Self {
+        self.range_dels = range_dels.filter(|r| !r.is_empty());
+        self
     }
 
     /// Whether a snapshot lies in `[low, high)`.
@@ -56,26 +72,56 @@ impl<I: Iterator<Item = Result<Entry>>> Retain<I> {
     }
 
     /// Keeps what is visible of one key's versions (newest first).
-    fn decide(&mut self, versions: impl Iterator<Item = Entry>) {
-        let start = self.out.len();
+    fn decide(&mut self, versions: Vec<Entry>) {
+        let covering: Vec<SeqNo> = match (&self.range_dels, versions.first()) {
+            (Some(r), Some(first)) => r.covering(&first.key).to_vec(),
+            _ => Vec::new(),
+        };
+        if covering.is_empty() {
+            return self.decide_marked(versions.into_iter().map(|v| (v, false)));
+        }
+        // The range tombstones over the key, as stand-in point tombstones (marked), in
+        // sequence order among the real versions.
+        let key = versions[0].key.clone();
+        let mut marked: Vec<(Entry, bool)> = versions.into_iter().map(|v| (v, false)).collect();
+        marked.extend(covering.into_iter().map(|seq| {
+            let stand_in = Entry {
+                key: key.clone(),
+                seq,
+                kind: ValueKind::Delete,
+                value: bytes::Bytes::new(),
+            };
+            (stand_in, true)
+        }));
+        marked.sort_by_key(|v| std::cmp::Reverse(v.0.seq));
+        self.decide_marked(marked.into_iter());
+    }
+
+    /// [`Retain::decide`] over versions some of which are stand-ins (`true`), which
+    /// shape what is kept but are not kept themselves.
+    fn decide_marked(&mut self, versions: impl Iterator<Item = (Entry, bool)>) {
+        let mut kept: Vec<(Entry, bool)> = Vec::new();
         let mut newer: Option<SeqNo> = None;
-        for v in versions {
+        for (v, stand_in) in versions {
             let keep = match newer {
                 None => true,
                 Some(newer_seq) => self.seen_between(v.seq, newer_seq),
             };
             newer = Some(v.seq);
             if keep {
-                self.out.push_back(v);
+                kept.push((v, stand_in));
             }
         }
         if self.drop_tombstones {
-            while self.out.len() > start
-                && self.out.back().is_some_and(|v| v.kind == ValueKind::Delete)
+            while kept
+                .last()
+                .is_some_and(|(v, _)| v.kind == ValueKind::Delete)
             {
-                self.out.pop_back();
+                kept.pop();
             }
         }
+        self.out
+            .extend(kept.into_iter().filter(|(_, s)| !s).map(|(v, _)| v));
     }
 }
 
@@ -94,7 +140,11 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for Retain<I> {
             // Most keys have one version: it passes straight through (unless it is a
             // tombstone that may go), with no list built for it.
             let more = matches!(self.inner.peek(), Some(Ok(next)) if next.key == first.key);
-            if !more {
+            let covered = self
+                .range_dels
+                .as_ref()
+                .is_some_and(|r| !r.covering(&first.key).is_empty());
+            if !more && !covered {
                 if self.drop_tombstones && first.kind == ValueKind::Delete {
                     continue;
                 }
@@ -109,7 +159,7 @@ impl<I: Iterator<Item = Result<Entry>>> Iterator for Retain<I> {
                     versions.push(e);
                 }
             }
-            self.decide(versions.into_iter());
+            self.decide(versions);
         }
     }
 }

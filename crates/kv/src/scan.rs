@@ -17,6 +17,11 @@
 //!                         front_key     back_key      yields only keys in between
 //! ```
 //!
+//! Range tombstones (`range_del.rs`) of every source are merged into one set when the
+//! scan starts; an entry the merge picks (the newest visible version of its key) is
+//! passed over when a tombstone newer than it and visible at the scan's number covers
+//! its key, walking either way.
+//!
 //! A scan whose tables were chosen with a prefix filter (a prefix scan) simply never
 //! opens the tables the filter ruled out.
 //!
@@ -32,6 +37,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::memtable::Memtable;
 use crate::merge::{Direction, MergeIter, Source};
+use crate::range_del::Fragments;
 use crate::sstable::Table;
 use crate::types::{SeqNo, ValueKind};
 
@@ -59,6 +65,10 @@ pub struct ScanIter {
     done: bool,
     /// An error to yield before anything else (a table that could not be opened).
     failed: Option<Error>,
+    /// Every range tombstone of the scan's sources, merged (`None`: there are none):
+    /// an entry the merge yields is dropped when one newer than it, and visible at
+    /// `read_seq`, covers its key.
+    range_dels: Option<Fragments>,
     /// The store, held as a snapshot holds it: its lock stays taken while the scan
     /// lives, so no other `Db` can open the directory and delete tables the scan reads.
     /// Declared last, so dropped last: a scan that holds a closed store's last handle
@@ -100,7 +110,16 @@ impl ScanIter {
             back_key: None,
             done: false,
             failed: None,
+            range_dels: None,
         }
+    }
+
+    /// The scan, with the range tombstones of all of its sources (memtables, and every
+    /// table whose range meets the scan's, including tables its filters left out:
+    /// their tombstones still hide keys of the others).
+    pub(crate) fn with_range_dels(mut self, range_dels: Option<Fragments>) -> ScanIter {
+        self.range_dels = range_dels;
+        self
     }
 
     /// The scan, made to yield `failed` (if any) as its first and last item.
@@ -206,7 +225,11 @@ impl ScanIter {
                 break;
             }
             *last = Some(entry.key.clone());
-            if entry.kind == ValueKind::Put {
+            let hidden = self
+                .range_dels
+                .as_ref()
+                .is_some_and(|r| r.hides(&entry.key, entry.seq, read_seq));
+            if entry.kind == ValueKind::Put && !hidden {
                 return Some(Ok((entry.key, entry.value)));
             }
         }

@@ -91,6 +91,8 @@ pub struct Stripe {
     pub gets: AtomicU64,
     /// `get`s answered by a memtable (value or tombstone).
     pub memtable_hits: AtomicU64,
+    /// Lookups a table's range tombstone answered "deleted".
+    pub range_del_answers: AtomicU64,
     /// Tables whose key range covered a looked-up key.
     pub table_probes: AtomicU64,
     /// Filter consultations.
@@ -192,6 +194,8 @@ pub struct ReadTally {
     pub filter_true_positives: u64,
     /// The same decisions, level by level (L0 first).
     pub levels: [LevelTally; NUM_LEVELS],
+    /// Lookups a table's range tombstone answered "deleted" (no older table asked).
+    pub range_del_answers: u64,
 }
 
 /// One level's share of a lookup's decisions.
@@ -316,6 +320,7 @@ impl Counters {
             (&s.filter_negatives, t.filter_negatives),
             (&s.filter_positives, t.filter_positives),
             (&s.filter_true_positives, t.filter_true_positives),
+            (&s.range_del_answers, t.range_del_answers),
         ] {
             if n != 0 {
                 counter.fetch_add(n, Ordering::Release);
@@ -442,6 +447,12 @@ pub struct DbStats {
     /// Bytes the learned negatives occupy (fixed at open, within
     /// `Options::learned_memory`).
     pub learned_bytes: u64,
+    /// Lookups (of `get` or `multi_get`) answered "deleted" by a range tombstone: no
+    /// older table was asked about the key.
+    pub range_del_answers: u64,
+    /// Range tombstones (fragment and sequence number pairs) held by the memtables and
+    /// the live tables opened so far.
+    pub range_tombstones: u64,
 }
 
 impl DbStats {
@@ -563,6 +574,8 @@ impl Counters {
             learned_refused: learned.refused,
             learned_entries: learned.entries,
             learned_bytes: learned.bytes,
+            range_del_answers: self.sum(|s| &s.range_del_answers),
+            range_tombstones: 0,
         }
     }
 }

@@ -25,6 +25,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::lazy_table::{open_table, TableOpener};
 use crate::options::Options;
+use crate::range_del::Fragments;
 use crate::sstable::TableCache;
 use crate::sstable::{show_key, FilterState, RangeFilterState, Table, TableBuilder, TableOptions};
 use crate::stats::Counters;
@@ -76,6 +77,19 @@ impl TableFiles<'_> {
         policy: &Option<Arc<dyn FilterPolicy>>,
         entries: impl Iterator<Item = Result<Entry>>,
     ) -> Result<Option<TableHandle>> {
+        self.build_with_range_dels(number, policy, entries, |_| None)
+    }
+
+    /// [`TableFiles::build`], the table carrying the range tombstones `range_dels`
+    /// gives once the entries are written (it is handed the last key written, or
+    /// `None` if there was none). A table of range tombstones alone is written too.
+    pub(crate) fn build_with_range_dels(
+        &self,
+        number: u64,
+        policy: &Option<Arc<dyn FilterPolicy>>,
+        entries: impl Iterator<Item = Result<Entry>>,
+        range_dels: impl FnOnce(Option<&[u8]>) -> Option<Fragments>,
+    ) -> Result<Option<TableHandle>> {
         let (fs, dir, options) = (self.fs, self.dir, self.options);
         let tmp = filename::temp_table_path(dir, number);
         let path = filename::table_path(dir, number);
@@ -94,11 +108,18 @@ impl TableFiles<'_> {
                     block_align: options.block_align,
                 },
             );
+            let mut last: Option<Bytes> = None;
             for entry in entries {
                 let e = entry?;
                 builder.add(&e.key, e.seq, e.kind, &e.value)?;
+                last = Some(e.key);
             }
-            if builder.num_entries() == 0 {
+            let dels = range_dels(last.as_deref()).filter(|d| !d.is_empty());
+            let has_dels = dels.is_some();
+            if let Some(dels) = dels {
+                builder.set_range_dels(dels);
+            }
+            if builder.num_entries() == 0 && !has_dels {
                 drop(builder);
                 let _ = fs.remove(&tmp);
                 return Ok(None);

@@ -81,6 +81,16 @@ pub(crate) struct Hit {
 }
 
 impl Hit {
+    /// "Deleted": what a source answers for a key a range tombstone at `seq` covers
+    /// above any version it holds.
+    pub(crate) fn range_deleted(seq: SeqNo) -> Hit {
+        Hit {
+            seq,
+            kind: ValueKind::Delete,
+            value: Bytes::new(),
+        }
+    }
+
     /// The value a get returns: the value of a put, nothing for a tombstone.
     pub(crate) fn live_value(self) -> Option<Bytes> {
         match self.kind {

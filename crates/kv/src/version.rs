@@ -171,8 +171,16 @@ impl L0Bounds {
     /// Every L0 table's Ribbon probe (see `ribbons`), made on first call.
     fn ribbons(&self, l0: &[Arc<TableHandle>]) -> &[RibbonProbe] {
         self.ribbons.get_or_init(|| {
+            // A table with range tombstones must be asked about them even where its
+            // filter says "no" (`Table::probe_hit_at`): then gets go table by table.
             l0.iter()
-                .map(|t| t.table().ok()?.ribbon_probe())
+                .map(|t| {
+                    let table = t.table().ok()?;
+                    if table.range_dels().is_some() {
+                        return None;
+                    }
+                    table.ribbon_probe()
+                })
                 .collect::<Option<_>>()
                 .unwrap_or_default()
         })
@@ -322,10 +330,13 @@ impl Version {
             run.extend_from_slice(keys);
             let table = handle.table()?;
             table.filter_batch(batch, &mut run, tally);
-            if run.is_empty() {
-                return Ok(());
+            if !run.is_empty() {
+                table.read_batch(batch, &run, read_seq, tally, batch_tally, found)?;
             }
-            table.read_batch(batch, &run, read_seq, tally, batch_tally, found)
+            // The table's range tombstones answer for the keys they cover, whatever
+            // its filter said: those keys leave the batch here, deleted.
+            table.apply_range_dels(batch, keys, read_seq, tally, found);
+            Ok(())
         };
         // Once a table has had to read, the batch is meeting the device: the blocks
         // every later table may need are hinted to the OS at once, so their device

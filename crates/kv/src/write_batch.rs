@@ -15,9 +15,16 @@
 //! +-----------------+-------------+-------+-------+-----+-------+
 //!   0                 8             12
 //!
-//! op (put):    | kind = 1 | varint key_len | key | varint value_len | value |
-//! op (delete): | kind = 0 | varint key_len | key |
+//! op (put):          | kind = 1 | varint key_len | key | varint value_len | value |
+//! op (delete):       | kind = 0 | varint key_len | key |
+//! op (delete range): | kind = 2 | varint start_len | start | varint end_len | end |
 //! ```
+//!
+//! A delete range removes every key in `[start, end)` (see `range_del.rs`); it takes
+//! one sequence number like any op. A build that predates kind 2 refuses such a batch
+//! as corruption ("unknown kind byte 2"), so its log cannot be replayed by it: a store
+//! that has used `delete_range` must not be opened by an older build until its logs
+//! are flushed.
 //!
 //! Operation `i` gets sequence number `base_seq + i`, so later operations in a batch
 //! win over earlier ones on the same key.
@@ -36,7 +43,7 @@ use bytes::Bytes;
 
 use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
-use crate::types::{Entry, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_SEQ, MAX_VALUE_LEN};
+use crate::types::{SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_SEQ, MAX_VALUE_LEN};
 
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
 pub const HEADER_LEN: usize = 12;
@@ -47,6 +54,38 @@ pub(crate) const PUT_OVERHEAD: usize = 21;
 
 /// The fewest bytes one op can take: a kind byte and a one-byte key length.
 const MIN_OP_LEN: usize = 2;
+
+/// What one operation of a batch does: its kind byte in the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OpKind {
+    /// Deletes one key (kind 0).
+    Delete = 0,
+    /// Sets one key (kind 1).
+    Put = 1,
+    /// Deletes every key in `[key, value)` (kind 2).
+    DeleteRange = 2,
+}
+
+impl OpKind {
+    fn from_u8(b: u8) -> Option<OpKind> {
+        match b {
+            0 => Some(OpKind::Delete),
+            1 => Some(OpKind::Put),
+            2 => Some(OpKind::DeleteRange),
+            _ => None,
+        }
+    }
+
+    /// The point kind of a put or delete; `None` for a range delete.
+    pub fn point(self) -> Option<ValueKind> {
+        match self {
+            OpKind::Delete => Some(ValueKind::Delete),
+            OpKind::Put => Some(ValueKind::Put),
+            OpKind::DeleteRange => None,
+        }
+    }
+}
 
 /// A group of puts and deletes that the store applies atomically.
 ///
@@ -77,6 +116,8 @@ pub struct WriteBatch {
     /// The longest key and value added, so the limits are checked without decoding.
     longest_key: usize,
     longest_value: usize,
+    /// A range delete whose start is not below its end was added.
+    empty_range: bool,
 }
 
 impl WriteBatch {
@@ -87,6 +128,7 @@ impl WriteBatch {
             count: 0,
             longest_key: 0,
             longest_value: 0,
+            empty_range: false,
         }
     }
 
@@ -100,6 +142,7 @@ impl WriteBatch {
             count: 0,
             longest_key: 0,
             longest_value: 0,
+            empty_range: false,
         }
     }
 
@@ -128,6 +171,32 @@ impl WriteBatch {
         self.longest_key = self.longest_key.max(key.len());
     }
 
+    /// Adds "delete every key in `[start, end)`" (a range tombstone). The store
+    /// refuses the batch with `InvalidArgument` if `start >= end`.
+    ///
+    /// ```
+    /// use bloomkv_kv::WriteBatch;
+    ///
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("b", "kept? no");
+    /// batch.delete_range("a", "c"); // a later op: the put above is deleted too
+    /// assert_eq!(batch.len(), 2);
+    /// ```
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        self.rep.reserve(PUT_OVERHEAD + start.len() + end.len());
+        self.rep.push(OpKind::DeleteRange as u8);
+        put_varint(&mut self.rep, start.len() as u64);
+        self.rep.extend_from_slice(start);
+        put_varint(&mut self.rep, end.len() as u64);
+        self.rep.extend_from_slice(end);
+        self.count += 1;
+        self.longest_key = self.longest_key.max(start.len()).max(end.len());
+        if start >= end {
+            self.empty_range = true;
+        }
+    }
+
     /// The number of operations.
     pub fn len(&self) -> usize {
         usize::try_from(self.count).unwrap_or(usize::MAX)
@@ -144,6 +213,7 @@ impl WriteBatch {
         self.count = 0;
         self.longest_key = 0;
         self.longest_value = 0;
+        self.empty_range = false;
     }
 
     /// Checks the store's limits: keys up to [`MAX_KEY_LEN`], values up to
@@ -160,6 +230,11 @@ impl WriteBatch {
     /// assert!(batch.check_limits().is_err());
     /// ```
     pub fn check_limits(&self) -> Result<()> {
+        if self.empty_range {
+            return Err(Error::InvalidArgument(
+                "delete_range: start must be below end".into(),
+            ));
+        }
         if self.longest_key > MAX_KEY_LEN {
             return Err(Error::InvalidArgument(format!(
                 "key of {} bytes exceeds the {MAX_KEY_LEN}-byte limit",
@@ -269,11 +344,11 @@ impl fmt::Debug for WriteBatch {
 /// One operation of a decoded batch. Key and value share the payload's buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchOp {
-    /// Put or delete.
-    pub kind: ValueKind,
-    /// The user key.
+    /// Put, delete or range delete.
+    pub kind: OpKind,
+    /// The user key (a range delete's start).
     pub key: Bytes,
-    /// The value; empty for a delete.
+    /// The value; empty for a delete; a range delete's end.
     pub value: Bytes,
 }
 
@@ -287,16 +362,11 @@ pub struct DecodedBatch {
 }
 
 impl DecodedBatch {
-    /// The operations as entries with their sequence numbers, in batch order.
-    pub fn into_entries(self) -> impl Iterator<Item = Entry> {
+    /// The operations with their sequence numbers, in batch order.
+    pub fn into_ops(self) -> impl Iterator<Item = (SeqNo, BatchOp)> {
         let base = self.base_seq;
         // `decode` checked that `base_seq + ops.len()` does not overflow.
-        self.ops.into_iter().zip(base..).map(|(op, seq)| Entry {
-            key: op.key,
-            seq,
-            kind: op.kind,
-            value: op.value,
-        })
+        (base..).zip(self.ops)
     }
 
     /// The sequence number of the last operation (`None` for an empty batch).
@@ -338,7 +408,7 @@ pub(crate) fn check(payload: &[u8], file: &Path) -> Result<SeqNo> {
 pub(crate) fn for_each_op(
     payload: &[u8],
     file: &Path,
-    op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
+    op: impl FnMut(OpKind, Range<usize>, Range<usize>),
 ) -> Result<()> {
     walk(payload, file, op).map(|_| ())
 }
@@ -347,7 +417,7 @@ pub(crate) fn for_each_op(
 fn walk(
     payload: &[u8],
     file: &Path,
-    mut op: impl FnMut(ValueKind, Range<usize>, Range<usize>),
+    mut op: impl FnMut(OpKind, Range<usize>, Range<usize>),
 ) -> Result<SeqNo> {
     let corrupt = |reason: String| Error::corruption(file, format!("write batch: {reason}"));
     if payload.len() < HEADER_LEN {
@@ -377,7 +447,7 @@ fn walk(
             .get(pos)
             .ok_or_else(|| corrupt(format!("count {count} but the payload ends after {i} ops")))?;
         pos += 1;
-        let kind = ValueKind::from_u8(kind_byte).ok_or_else(|| {
+        let kind = OpKind::from_u8(kind_byte).ok_or_else(|| {
             corrupt(format!(
                 "op {i} at byte {at}: unknown kind byte {kind_byte}"
             ))
@@ -385,10 +455,15 @@ fn walk(
         let key = read_range(payload, &mut pos)
             .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad key length")))?;
         let value = match kind {
-            ValueKind::Put => read_range(payload, &mut pos)
+            OpKind::Put | OpKind::DeleteRange => read_range(payload, &mut pos)
                 .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad value length")))?,
-            ValueKind::Delete => pos..pos,
+            OpKind::Delete => pos..pos,
         };
+        if kind == OpKind::DeleteRange && payload[key.clone()] >= payload[value.clone()] {
+            return Err(corrupt(format!(
+                "op {i} at byte {at}: range delete's start is not below its end"
+            )));
+        }
         op(kind, key, value);
     }
     if pos != payload.len() {
@@ -469,20 +544,22 @@ mod tests {
         batch.put("a", "1");
         batch.delete("b");
         batch.put("a", ""); // empty value is a value, not a delete
+        batch.delete_range("c", "e");
         let payload = batch.encode(100).unwrap();
         let decoded = decode(&Bytes::from(payload), path()).unwrap();
-        assert_eq!(decoded.last_seq(), Some(102));
-        let entries: Vec<Entry> = decoded.into_entries().collect();
-        let summary: Vec<(&[u8], SeqNo, ValueKind, &[u8])> = entries
+        assert_eq!(decoded.last_seq(), Some(103));
+        let ops: Vec<(SeqNo, BatchOp)> = decoded.into_ops().collect();
+        let summary: Vec<(&[u8], SeqNo, OpKind, &[u8])> = ops
             .iter()
-            .map(|e| (&e.key[..], e.seq, e.kind, &e.value[..]))
+            .map(|(seq, e)| (&e.key[..], *seq, e.kind, &e.value[..]))
             .collect();
         assert_eq!(
             summary,
             vec![
-                (&b"a"[..], 100, ValueKind::Put, &b"1"[..]),
-                (&b"b"[..], 101, ValueKind::Delete, &b""[..]),
-                (&b"a"[..], 102, ValueKind::Put, &b""[..]),
+                (&b"a"[..], 100, OpKind::Put, &b"1"[..]),
+                (&b"b"[..], 101, OpKind::Delete, &b""[..]),
+                (&b"a"[..], 102, OpKind::Put, &b""[..]),
+                (&b"c"[..], 103, OpKind::DeleteRange, &b"e"[..]),
             ]
         );
     }
@@ -492,15 +569,39 @@ mod tests {
         let mut batch = WriteBatch::new();
         batch.put("k", "vv");
         batch.delete("x");
+        batch.delete_range("a", "c");
         let payload = batch.encode(0x0102).unwrap();
         let expected: Vec<u8> = [
             &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..], // base_seq
-            &[2, 0, 0, 0],                       // count
+            &[3, 0, 0, 0],                       // count
             &[1, 1, b'k', 2, b'v', b'v'],        // put k=vv
             &[0, 1, b'x'],                       // delete x
+            &[2, 1, b'a', 1, b'c'],              // delete range [a, c)
         ]
         .concat();
         assert_eq!(payload, expected);
+    }
+
+    #[test]
+    fn a_range_delete_must_have_its_start_below_its_end() {
+        for (start, end) in [("b", "b"), ("c", "b")] {
+            let mut batch = WriteBatch::new();
+            batch.delete_range(start, end);
+            assert!(matches!(
+                batch.check_limits(),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+        // Read back, such an op is corruption (no writer makes one).
+        let payload = [
+            &[1u8, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0][..],
+            &[2, 1, b'b', 1, b'b'],
+        ]
+        .concat();
+        assert!(assert_corrupt(&payload).contains("start is not below"));
+        let mut too_long = WriteBatch::new();
+        too_long.delete_range("a", vec![b'z'; MAX_KEY_LEN + 1]);
+        assert!(too_long.check_limits().is_err());
     }
 
     #[test]
@@ -513,7 +614,7 @@ mod tests {
         batch.delete("z");
         let decoded = decode(&batch.into_payload(1).unwrap(), path()).unwrap();
         assert_eq!(decoded.ops.len(), 1);
-        assert_eq!(decoded.ops[0].kind, ValueKind::Delete);
+        assert_eq!(decoded.ops[0].kind, OpKind::Delete);
     }
 
     #[test]
@@ -626,12 +727,12 @@ mod tests {
             for (got, want) in decoded.ops.iter().zip(&ops) {
                 match want {
                     Op::Put(k, v) => {
-                        prop_assert_eq!(got.kind, ValueKind::Put);
+                        prop_assert_eq!(got.kind, OpKind::Put);
                         prop_assert_eq!(&got.key[..], &k[..]);
                         prop_assert_eq!(&got.value[..], &v[..]);
                     }
                     Op::Delete(k) => {
-                        prop_assert_eq!(got.kind, ValueKind::Delete);
+                        prop_assert_eq!(got.kind, OpKind::Delete);
                         prop_assert_eq!(&got.key[..], &k[..]);
                         prop_assert!(got.value.is_empty());
                     }

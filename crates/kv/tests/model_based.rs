@@ -1,8 +1,9 @@
 //! The store against a `BTreeMap`: thousands of random operations, several seeds.
 //!
-//! Every step is applied to both; every `get` and `scan` must agree. Reopens, flushes
-//! and compactions are mixed in, with a small memtable so background flushes and
-//! automatic compactions happen on their own too.
+//! Every step is applied to both; every `get`, `multi_get` and `scan` (both ways) must
+//! agree. Range deletes (alone, and in batches beside puts and deletes) are in the mix.
+//! Reopens, flushes and compactions are mixed in, with a small memtable so background
+//! flushes and automatic compactions happen on their own too.
 
 mod common;
 
@@ -73,6 +74,7 @@ fn check_scan(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
         2 => (Bound::Unbounded, Bound::Included(b)),
         _ => (Bound::Included(a), Bound::Unbounded),
     };
+    let (lo2, hi2) = (lo.clone(), hi.clone());
     let got: Vec<(Vec<u8>, Vec<u8>)> = db
         .scan::<Vec<u8>, _>((lo.clone(), hi.clone()))
         .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
@@ -83,6 +85,83 @@ fn check_scan(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng) {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     assert_eq!(got, want, "scan disagrees with the model");
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = db
+        .scan::<Vec<u8>, _>((lo2, hi2))
+        .rev()
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .expect("reverse scan");
+    back.reverse();
+    assert_eq!(back, want, "reverse scan disagrees with the model");
+}
+
+/// A random range `[a, b)`: mostly a few dozen neighbouring keys, sometimes any two.
+fn range(rng: &mut StdRng) -> (Vec<u8>, Vec<u8>) {
+    if rng.gen_bool(0.8) {
+        let n: u32 = rng.gen_range(1..600);
+        let m = n + rng.gen_range(1..30);
+        (
+            format!("k{n:04}").into_bytes(),
+            format!("k{m:04}").into_bytes(),
+        )
+    } else {
+        let (mut a, mut b) = (key(rng), key(rng));
+        if a > b {
+            std::mem::swap(&mut a, &mut b);
+        }
+        if a == b {
+            b.push(b'~');
+        }
+        (a, b)
+    }
+}
+
+fn remove_range(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, (a, b): &(Vec<u8>, Vec<u8>)) {
+    model.retain(|k, _| !(a <= k && k < b));
+}
+
+/// A range delete, alone or in a batch between puts and deletes (applied in order).
+fn delete_range(db: &Db, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng, step: usize) {
+    let r = range(rng);
+    if rng.gen_bool(0.5) {
+        db.delete_range(&r.0, &r.1).unwrap();
+        remove_range(model, &r);
+        return;
+    }
+    let mut batch = bloomkv_kv::WriteBatch::new();
+    for i in 0..rng.gen_range(1..6) {
+        if i == 1 {
+            batch.delete_range(&r.0, &r.1);
+            remove_range(model, &r);
+        }
+        let k = key(rng);
+        if rng.gen_bool(0.3) {
+            batch.delete(&k);
+            model.remove(&k);
+        } else {
+            let v = value(rng, step);
+            batch.put(&k, &v);
+            model.insert(k, v);
+        }
+    }
+    if batch.len() == 1 {
+        batch.delete_range(&r.0, &r.1);
+        remove_range(model, &r);
+    }
+    db.write(batch).unwrap();
+}
+
+/// A `multi_get` of a few random keys (duplicates possible) against the model.
+fn check_multi_get(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, rng: &mut StdRng, step: usize) {
+    let keys: Vec<Vec<u8>> = (0..rng.gen_range(1..12)).map(|_| key(rng)).collect();
+    let got: Vec<Option<Vec<u8>>> = db
+        .multi_get(&keys)
+        .unwrap()
+        .into_iter()
+        .map(|v| v.map(|b| b.to_vec()))
+        .collect();
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.get(k).cloned()).collect();
+    assert_eq!(got, want, "multi_get at step {step}");
 }
 
 fn run(seed: u64, steps: usize, filter: FilterKind) {
@@ -96,11 +175,13 @@ fn run(seed: u64, steps: usize, filter: FilterKind) {
                 let (k, v) = (key(&mut rng), value(&mut rng, step));
                 common::put(&db, &mut model, k, v);
             }
-            40..=49 => common::delete(&db, &mut model, key(&mut rng)),
+            40..=46 => common::delete(&db, &mut model, key(&mut rng)),
+            47..=49 => delete_range(&db, &mut model, &mut rng, step),
             50..=54 => {
                 common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }
-            55..=84 => {
+            55..=59 => check_multi_get(&db, &model, &mut rng, step),
+            60..=84 => {
                 let k = key(&mut rng);
                 let got = db.get(&k).unwrap().map(|b| b.to_vec());
                 assert_eq!(got, model.get(&k).cloned(), "get({k:?}) at step {step}");
@@ -157,6 +238,15 @@ fn kv(
 /// Reads through `snap` and compares with `model`, the model as the snapshot was taken:
 /// a get, a forward and a reverse scan over random bounds, and a prefix scan.
 fn check_snapshot(snap: &bloomkv_kv::Snapshot, model: &Model, rng: &mut StdRng, step: usize) {
+    let keys: Vec<Vec<u8>> = (0..4).map(|_| key(rng)).collect();
+    let got: Vec<Option<Vec<u8>>> = snap
+        .multi_get(&keys)
+        .unwrap()
+        .into_iter()
+        .map(|v| v.map(|b| b.to_vec()))
+        .collect();
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.get(k).cloned()).collect();
+    assert_eq!(got, want, "snapshot multi_get at step {step}");
     let k = key(rng);
     let got = snap.get(&k).unwrap().map(|b| b.to_vec());
     assert_eq!(
@@ -223,11 +313,12 @@ fn run_with_snapshots(seed: u64, steps: usize) {
                 db.put(&k, &v).unwrap();
                 model.insert(k, v);
             }
-            40..=49 => {
+            40..=46 => {
                 let k = key(&mut rng);
                 db.delete(&k).unwrap();
                 model.remove(&k);
             }
+            47..=49 => delete_range(&db, &mut model, &mut rng, step),
             50..=54 => {
                 common::random_batch(&db, &mut model, &mut rng, key, |r| value(r, step));
             }
@@ -242,11 +333,12 @@ fn run_with_snapshots(seed: u64, steps: usize) {
                 check_snapshot(snap, as_then, &mut rng, step);
                 checks += 1;
             }
-            85..=89 => {
+            85..=87 => {
                 let k = key(&mut rng);
                 let got = db.get(&k).unwrap().map(|b| b.to_vec());
                 assert_eq!(got, model.get(&k).cloned(), "get({k:?}) at step {step}");
             }
+            88..=89 => check_multi_get(&db, &model, &mut rng, step),
             90..=93 => check_scan(&db, &model, &mut rng),
             94..=95 => db.flush().unwrap(),
             96..=97 => db.compact().unwrap(),

@@ -16,8 +16,10 @@ use crate::filter_plan::{self, FilterAllocation};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{FilterKind, Options};
+use crate::range_del::{successor, Fragments};
 use crate::retain::Retain;
 use crate::sstable::Compression;
+use crate::sstable::Table;
 use crate::stats::{add, bump};
 use crate::store_dir::{discard_unrecorded, remove_obsolete, write_state};
 use crate::table_files::TableFiles;
@@ -51,8 +53,11 @@ impl Inner {
         // Every version a live snapshot sees goes to the table; the newest always does.
         let snapshots = self.snapshots.sequence_numbers();
         let versions = Retain::new(mem.versions().map(Ok), snapshots, false);
+        // The memtable's range tombstones go with its entries, whole (L0 tables may
+        // overlap, so nothing is clipped).
+        let range_dels = mem.range_dels().map(|r| (*r).clone());
         let added = self
-            .build_table(number, 0, (&[], mem.len() as u64), versions)?
+            .build_table(number, 0, (&[], mem.len() as u64), versions, |_| range_dels)?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         add(&self.counters.flush_bytes_written, table_bytes(&added));
@@ -134,6 +139,7 @@ impl Inner {
         level: usize,
         (inputs, incoming): (&[u64], u64),
         entries: impl Iterator<Item = Result<Entry>>,
+        range_dels: impl FnOnce(Option<&[u8]>) -> Option<Fragments>,
     ) -> Result<Option<TableHandle>> {
         let policy = self.policy_for_level(level, inputs, incoming)?;
         match self.bottommost_compression(level) {
@@ -146,9 +152,11 @@ impl Inner {
                     options: &options,
                     ..self.table_files()
                 };
-                files.build(number, &policy, entries)
+                files.build_with_range_dels(number, &policy, entries, range_dels)
             }
-            None => self.table_files().build(number, &policy, entries),
+            None => self
+                .table_files()
+                .build_with_range_dels(number, &policy, entries, range_dels),
         }
     }
 
@@ -218,8 +226,28 @@ impl Inner {
         // Read after the inputs were chosen: a snapshot taken later sees at least
         // every write the inputs hold, so it needs only their newest versions.
         let snapshots = self.snapshots.sequence_numbers();
-        let mut merged =
-            Retain::new(MergeIter::new(sources), snapshots, drop_tombstones).peekable();
+        // The inputs' range tombstones: they drop the versions they hide from every
+        // reader, and go on into the outputs, except at the bottom those no snapshot
+        // is older than (every reader sees them, and what they hid is gone).
+        let input_dels: Vec<Table> = inputs
+            .iter()
+            .map(|h| h.table().cloned())
+            .collect::<Result<Vec<Table>>>()?
+            .into_iter()
+            .filter(|t| t.range_dels().is_some())
+            .collect();
+        let range_dels = (!input_dels.is_empty())
+            .then(|| Fragments::merge(input_dels.iter().filter_map(|t| t.range_dels())));
+        let out_dels = range_dels.as_ref().map(|r| {
+            if drop_tombstones {
+                r.retain_seqs(|t| snapshots.first().is_some_and(|&oldest| oldest < t))
+            } else {
+                r.clone()
+            }
+        });
+        let mut merged = Retain::new(MergeIter::new(sources), snapshots, drop_tombstones)
+            .with_range_dels(range_dels)
+            .peekable();
         // Keys joining the output level (its own inputs are already counted there).
         let incoming: u64 = inputs.iter().map(|h| h.entries()).sum();
         let removed: Vec<u64> = inputs.iter().map(|h| h.number).collect();
@@ -229,6 +257,7 @@ impl Inner {
             &mut merged,
             output_level,
             (&removed, incoming),
+            out_dels.filter(|d| !d.is_empty()),
             &mut added,
         );
         if !matches!(written, Ok(true)) {
@@ -267,9 +296,18 @@ impl Inner {
         merged: &mut std::iter::Peekable<impl Iterator<Item = Result<Entry>>>,
         output_level: usize,
         (removed, incoming): (&[u64], u64),
+        range_dels: Option<Fragments>,
         added: &mut Vec<(usize, Arc<TableHandle>)>,
     ) -> Result<bool> {
-        while merged.peek().is_some() {
+        // Each output carries the tombstone pieces of its own key range, so that the
+        // outputs' ranges stay disjoint: a table ending at key `k` takes the pieces
+        // below `k\0` (`largest` = `k`), the next one those from `k\0` on, and the last
+        // one everything after. Output of tombstones alone (every entry they covered
+        // gone) is one table.
+        let mut lo: Option<Bytes> = None;
+        let mut first = true;
+        while merged.peek().is_some() || (first && range_dels.is_some()) {
+            first = false;
             // A long compaction must not hold writers up: a memtable frozen meanwhile
             // is flushed between two output tables. Its L0 table is newer than every
             // input and is not one, so the merge below is unaffected.
@@ -281,13 +319,29 @@ impl Inner {
             }
             let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
             let target = self.options.target_file_size;
+            let exhausted = std::cell::Cell::new(false);
             let chunk = ChunkUntil {
                 inner: merged,
                 written: 0,
                 target,
                 last_key: None,
+                exhausted: &exhausted,
             };
-            if let Some(h) = self.build_table(number, output_level, (removed, incoming), chunk)? {
+            let mut next_lo = None;
+            let pieces = |last: Option<&[u8]>| {
+                let dels = range_dels.as_ref()?;
+                let hi = match last {
+                    Some(k) if !exhausted.get() => Some(successor(k)),
+                    _ => None,
+                };
+                let clipped = dels.clip(lo.as_deref(), hi.as_deref());
+                next_lo = hi;
+                Some(clipped)
+            };
+            let built =
+                self.build_table(number, output_level, (removed, incoming), chunk, pieces)?;
+            lo = next_lo;
+            if let Some(h) = built {
                 added.push((output_level, Arc::new(h)));
             }
         }
@@ -325,12 +379,18 @@ struct ChunkUntil<'a, I: Iterator<Item = Result<Entry>>> {
     written: u64,
     target: u64,
     last_key: Option<Bytes>,
+    /// Set when the merge has nothing more: this table is the last.
+    exhausted: &'a std::cell::Cell<bool>,
 }
 
 impl<I: Iterator<Item = Result<Entry>>> Iterator for ChunkUntil<'_, I> {
     type Item = Result<Entry>;
 
     fn next(&mut self) -> Option<Result<Entry>> {
+        if self.inner.peek().is_none() {
+            self.exhausted.set(true);
+            return None;
+        }
         if self.written >= self.target {
             let same_key = match (self.inner.peek(), &self.last_key) {
                 (Some(Ok(next)), Some(last)) => next.key == *last,

@@ -361,6 +361,10 @@ impl Inner {
             stats.filter_memory_bytes += filter;
             stats.metadata_bytes += filter + table.index_memory_bytes() as u64;
             stats.opened_tables += 1;
+            stats.range_tombstones += table.range_dels().map_or(0, |f| f.count());
+        }
+        for mem in std::iter::once(&view.mem).chain(view.imm.iter().map(|(m, _)| m)) {
+            stats.range_tombstones += mem.range_dels().map_or(0, |f| f.count());
         }
         stats
     }

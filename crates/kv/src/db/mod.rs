@@ -129,6 +129,32 @@ impl Db {
         self.write(batch)
     }
 
+    /// Deletes every key in `[start, end)` with one range tombstone: one write, one
+    /// sequence number, however many keys the range holds. Gets, scans (both ways),
+    /// snapshots and `multi_get` honour it; compaction drops the keys it hides and, at
+    /// the bottom of the tree, the tombstone itself. `start >= end`, or a bound over
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN), is `InvalidArgument`.
+    ///
+    /// ```
+    /// # fn main() -> bloomkv_kv::Result<()> {
+    /// let dir = tempfile::tempdir()?;
+    /// let db = bloomkv_kv::Db::open(dir.path(), bloomkv_kv::Options::default())?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, "v")?;
+    /// }
+    /// db.delete_range("b", "d")?;
+    /// let keys: Vec<_> = db.scan::<&str, _>(..).map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, ["a", "d"]);
+    /// assert!(db.delete_range("d", "b").is_err());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(start, end);
+        self.write(batch)
+    }
+
     /// Applies every operation of `batch`, or none of them, also across a crash: the
     /// batch is one WAL record. Concurrent readers see the whole batch or none of it.
     ///

@@ -315,11 +315,13 @@ fn flush_recovered(
     let mut built = Vec::new();
     if !memtable.is_empty() {
         let number = next_file_number.fetch_add(1, Ordering::Relaxed);
-        let handle = parts.table_files().build(
+        let range_dels = memtable.range_dels().map(|r| (*r).clone());
+        let handle = parts.table_files().build_with_range_dels(
             number,
             &parts.policy,
             // No snapshot exists yet: the newest version of each key.
             Retain::new(memtable.versions().map(Ok), Vec::new(), false),
+            |_| range_dels,
         )?;
         if let Some(handle) = handle {
             version = version.apply(&[], vec![(0, Arc::new(handle))]);

@@ -11,8 +11,9 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::memtable::READ_LATEST;
 use crate::prefix::prefix_successor;
+use crate::range_del::Fragments;
 use crate::scan::ScanIter;
-use crate::sstable::{BatchKey, BatchTally};
+use crate::sstable::{BatchKey, BatchTally, Table};
 use crate::stats::{add, bump, ReadTally};
 use crate::types::Hit;
 use crate::types::{SeqNo, MAX_KEY_LEN};
@@ -216,6 +217,11 @@ impl Inner {
         // yields that error as its first item.
         let mut tables = Vec::new();
         let mut failed = None;
+        let mut range_dels: Vec<Arc<Fragments>> = std::iter::once(&view.mem)
+            .chain(view.imm.iter().map(|(m, _)| m))
+            .filter_map(|m| m.range_dels())
+            .collect();
+        let mut table_dels: Vec<Table> = Vec::new();
         for (_, h) in view.version.tables() {
             if !range_overlaps(&start, &end, h.smallest(), h.largest()) {
                 continue;
@@ -227,6 +233,9 @@ impl Inner {
                     break;
                 }
             };
+            if table.range_dels().is_some() {
+                table_dels.push(table.clone());
+            }
             let maybe = match prefix_probe {
                 Some((name, hash)) => table.may_contain_prefix(name, hash),
                 None => true,
@@ -235,7 +244,20 @@ impl Inner {
                 tables.push(table.clone());
             }
         }
-        ScanIter::new(self.clone(), mems, tables, read_seq, start, end).failing(failed)
+        let range_dels = if range_dels.is_empty() && table_dels.is_empty() {
+            None
+        } else if range_dels.len() == 1 && table_dels.is_empty() {
+            range_dels.pop().map(|r| (*r).clone())
+        } else {
+            let sets = range_dels
+                .iter()
+                .map(|r| &**r)
+                .chain(table_dels.iter().filter_map(|t| t.range_dels()));
+            Some(Fragments::merge(sets))
+        };
+        ScanIter::new(self.clone(), mems, tables, read_seq, start, end)
+            .with_range_dels(range_dels)
+            .failing(failed)
     }
 
     /// The keys starting with `prefix`, as of `read_seq` (see [`Inner::scan_at`]).

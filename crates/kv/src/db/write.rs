@@ -87,7 +87,7 @@ impl Inner {
             } else {
                 values.copy(&record[value])
             };
-            view.mem.apply(next, kind, &record[key], value);
+            view.mem.apply_op(next, kind, &record[key], value);
             next += 1;
         })?;
         w.next_seq = seq + n;

@@ -33,7 +33,8 @@ use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression};
 use super::footer::{
     BlockHandle, Footer, ALIGNED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION,
-    RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
+    RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION,
+    ZSTD_FORMAT_VERSION,
 };
 use super::format::{padding_before, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 use super::index::{shortest_separator, IndexBuilder};
@@ -43,6 +44,7 @@ use super::trailer;
 use crate::error::{Error, Result};
 use crate::fs::WritableFile;
 use crate::prefix::PrefixExtractor;
+use crate::range_del::Fragments;
 use crate::types::{SeqNo, ValueKind};
 
 /// Zero bytes for the padding in front of an aligned block (less than a page).
@@ -186,6 +188,8 @@ pub struct TableBuilder {
     lz4: compression::Lz4Writer,
     /// Data blocks are capped at `block_size` and padded to page boundaries.
     align: bool,
+    /// The range tombstones the table carries (format version 7), if any.
+    range_dels: Option<Fragments>,
 }
 
 impl fmt::Debug for TableBuilder {
@@ -233,6 +237,7 @@ impl TableBuilder {
             max_seq: 0,
             data_blocks: 0,
             failed: false,
+            range_dels: None,
         }
     }
 
@@ -309,6 +314,15 @@ impl TableBuilder {
         Ok(())
     }
 
+    /// Gives the table range tombstones to carry in a range tombstone block (format
+    /// version 7); an empty set changes nothing. The table's key range then spans
+    /// them too. A table holding tombstones and no entry gets one: a point tombstone
+    /// at the first tombstone's start, at its newest sequence number (which deletes
+    /// nothing the range tombstone does not), so that every table has a data block.
+    pub fn set_range_dels(&mut self, range_dels: Fragments) {
+        self.range_dels = (!range_dels.is_empty()).then_some(range_dels);
+    }
+
     /// Entries added so far.
     pub fn num_entries(&self) -> u64 {
         self.entries
@@ -339,6 +353,14 @@ impl TableBuilder {
     /// the store never needs one and a reader could not answer `smallest()` for it.
     pub fn finish(mut self) -> Result<TableSummary> {
         self.check_usable()?;
+        let first_del = self
+            .range_dels
+            .as_ref()
+            .and_then(|r| r.fragments().first())
+            .map(|f| (f.start.clone(), f.seqs.first().copied().unwrap_or(0)));
+        if let (0, Some((start, seq))) = (self.entries, first_del) {
+            self.add(&start, seq, ValueKind::Delete, b"")?;
+        }
         if self.entries == 0 {
             return Err(Error::InvalidArgument(
                 "cannot finish an empty table: add at least one entry".into(),
@@ -377,10 +399,25 @@ impl TableBuilder {
             Some(range) => Some(self.write_block(range.finish())?),
             None => None,
         };
+        let mut smallest = Bytes::from(std::mem::take(&mut self.smallest));
+        let mut largest = Bytes::copy_from_slice(&self.last_key);
+        let range_dels = match self.range_dels.take() {
+            Some(dels) => {
+                if let Some((start, end)) = dels.extent() {
+                    // The table's range spans its tombstones; `largest` is inclusive
+                    // (see `last_covered`).
+                    smallest = smallest.min(start.clone());
+                    largest = largest.max(crate::range_del::last_covered(end));
+                }
+                self.max_seq = self.max_seq.max(dels.max_seq());
+                Some(self.write_block(dels.encode())?)
+            }
+            None => None,
+        };
         let properties = TableProperties {
             format_version,
-            smallest: Bytes::from(std::mem::take(&mut self.smallest)),
-            largest: Bytes::copy_from_slice(&self.last_key),
+            smallest,
+            largest,
             entries: self.entries,
             deletions: self.deletions,
             max_seq: self.max_seq,
@@ -390,6 +427,7 @@ impl TableBuilder {
             bits_per_key,
             prefix_extractor,
             range_filter,
+            range_dels,
         };
         let properties_handle = self.write_block(properties.encode())?;
         let footer = Footer {
@@ -421,9 +459,12 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// The format version this builder writes: 5 with aligned blocks, else 6 if blocks
+    /// The format version this builder writes: 7 with range tombstones, else 5 with aligned blocks, else 6 if blocks
     /// may be ZSTD, else 4 with a range filter, else 3 only if blocks may be LZ4, else 2.
     fn format_version(&self) -> u32 {
+        if self.range_dels.is_some() {
+            return RANGE_DEL_FORMAT_VERSION;
+        }
         match (self.range.is_some(), self.compression) {
             _ if self.align => ALIGNED_FORMAT_VERSION,
             (_, Compression::Zstd { .. }) => ZSTD_FORMAT_VERSION,

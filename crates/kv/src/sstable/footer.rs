@@ -50,7 +50,12 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   `compression.rs`). Written only by a builder that may choose ZSTD, so a build
 ///   that predates it refuses such a table at open, by its version, instead of
 ///   failing on its first ZSTD block.
-pub const FORMAT_VERSION: u32 = 6;
+/// * 7: as 6, and the properties end with the handle of a range tombstone block
+///   (`range_del.rs`). Written only by a builder given range tombstones, so tables
+///   without any keep their older versions; a build that predates it refuses such a
+///   table at open instead of reading it without its tombstones (which would bring
+///   deleted keys back).
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The version a table without compressed blocks, range filter or aligned blocks is
 /// written as.
@@ -67,6 +72,10 @@ pub(crate) const ALIGNED_FORMAT_VERSION: u32 = 5;
 
 /// The version a table whose data blocks may be ZSTD-compressed is written as.
 pub(crate) const ZSTD_FORMAT_VERSION: u32 = 6;
+
+/// The first version whose properties may name a range tombstone block (and the
+/// version a table holding range tombstones is written as).
+pub(crate) const RANGE_DEL_FORMAT_VERSION: u32 = 7;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

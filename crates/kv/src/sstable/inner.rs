@@ -47,6 +47,8 @@ pub(crate) struct TableInner {
     pub(crate) filter_state: FilterState,
     pub(crate) range_filter: Option<RangeFilterReader>,
     pub(crate) range_filter_state: RangeFilterState,
+    /// The range tombstones (format version 7), loaded and checked at open.
+    pub(crate) range_dels: Option<crate::range_del::Fragments>,
     /// The table's id among learned negatives (`learned.rs`); never reused.
     pub(crate) learned_id: Option<u32>,
 }

@@ -26,6 +26,8 @@
 //!  +----------------------+---------+
 //!  | range filter block   | trailer |   Grafite over the keys (version 4 on, optional)
 //!  +----------------------+---------+
+//!  | range tombstones     | trailer |   fragmented delete_range pieces (version 7)
+//!  +----------------------+---------+
 //!  | properties block     | trailer |   key range, counts, filter policy name
 //!  +----------------------+---------+
 //!  | footer (64 bytes)              |   handles of filter, index, properties; magic
@@ -128,6 +130,8 @@ pub enum BlockKind {
     Properties,
     /// The fixed-size footer at the end of the file.
     Footer,
+    /// The range tombstones (format version 7).
+    RangeTombstones,
 }
 
 impl fmt::Display for BlockKind {
@@ -138,6 +142,7 @@ impl fmt::Display for BlockKind {
             BlockKind::Index => "index block",
             BlockKind::Properties => "properties block",
             BlockKind::Footer => "footer",
+            BlockKind::RangeTombstones => "range tombstone block",
         })
     }
 }

@@ -24,7 +24,15 @@
 //!  | range_filter_offset | range_filter_size |   format version 4 on; both 0 when
 //!  | varint              | varint            |   the table has no range filter
 //!  +---------------------+-------------------+
+//!  +---------------------+-------------------+
+//!  | range_dels_offset   | range_dels_size   |   format version 7 on: the range
+//!  | varint              | varint            |   tombstone block (never both 0)
+//!  +---------------------+-------------------+
 //! ```
+//!
+//! In a version 7 table `smallest` and `largest` span the range tombstones too
+//! (`largest` is at least the last tombstone's exclusive end), so a lookup or a
+//! compaction that places the table by its key range meets its tombstones.
 //!
 //! The range filter block (written between the index and the properties) is found
 //! only through this handle; a reader checks that it lies inside the metadata.
@@ -52,7 +60,7 @@ use super::compression::{
 };
 use super::footer::{
     BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
-    RANGE_FILTER_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
+    RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
 };
 use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
@@ -126,6 +134,8 @@ pub struct TableProperties {
     /// Where the range filter block is (version 4 tables written with one); `None`
     /// without one.
     pub range_filter: Option<BlockHandle>,
+    /// Where the range tombstone block is (version 7 tables, which always have one).
+    pub range_dels: Option<BlockHandle>,
 }
 
 impl TableProperties {
@@ -157,6 +167,9 @@ impl TableProperties {
             self.range_filter
                 .unwrap_or_default()
                 .encode_varint(&mut out);
+        }
+        if self.format_version >= RANGE_DEL_FORMAT_VERSION {
+            self.range_dels.unwrap_or_default().encode_varint(&mut out);
         }
         out
     }
@@ -203,6 +216,16 @@ impl TableProperties {
         } else {
             None
         };
+        let range_dels = if format_version >= RANGE_DEL_FORMAT_VERSION {
+            let h = BlockHandle::decode_varint(buf, &mut pos)
+                .ok_or("bad range tombstone block handle")?;
+            if h == BlockHandle::default() {
+                return Err("a version 7 table without its range tombstone block".into());
+            }
+            Some(h)
+        } else {
+            None
+        };
         if pos != buf.len() {
             return Err(Malformed(format!(
                 "{} unexpected bytes after the properties",
@@ -222,6 +245,7 @@ impl TableProperties {
             bits_per_key,
             prefix_extractor,
             range_filter,
+            range_dels,
         };
         props.validate()?;
         Ok(props)
@@ -312,6 +336,7 @@ mod tests {
             bits_per_key: 10.0,
             prefix_extractor: String::new(),
             range_filter: None,
+            range_dels: None,
         }
     }
 
@@ -325,6 +350,7 @@ mod tests {
             let v4 = TableProperties {
                 format_version: 4,
                 range_filter,
+                range_dels: None,
                 ..sample()
             };
             assert_eq!(TableProperties::decode(&v4.encode()), Ok(v4.clone()));
@@ -333,6 +359,7 @@ mod tests {
         let mut as_v3 = TableProperties {
             format_version: 4,
             range_filter: Some(handle),
+            range_dels: None,
             ..sample()
         }
         .encode();
@@ -368,6 +395,32 @@ mod tests {
     /// blocks may be LZ4 (version 3 on) the bound is what LZ4 can expand them to, and
     /// still a bound.
     #[test]
+    fn version_7_records_the_range_tombstone_handle_and_needs_it() {
+        let handle = BlockHandle {
+            offset: 300,
+            size: 41,
+        };
+        let p = TableProperties {
+            format_version: 7,
+            range_dels: Some(handle),
+            ..sample()
+        };
+        assert_eq!(TableProperties::decode(&p.encode()), Ok(p.clone()));
+        // A version 7 table without the handle is damaged, not a table without
+        // tombstones: reading it without them would bring deleted keys back.
+        let without = TableProperties {
+            range_dels: None,
+            ..p.clone()
+        };
+        assert!(TableProperties::decode(&without.encode()).is_err());
+        // Version 6's bytes end before the handle: the same bytes labelled 6 are
+        // refused (trailing bytes).
+        let mut bytes = p.encode();
+        bytes[..4].copy_from_slice(&6u32.to_le_bytes());
+        assert!(TableProperties::decode(&bytes).is_err());
+    }
+
+    #[test]
     fn the_entry_count_must_fit_the_stored_bytes_as_the_version_stores_them() {
         let decode = |format_version: u32, entries: u64, data_blocks: u64| {
             let p = TableProperties {
@@ -377,6 +430,9 @@ mod tests {
                 data_size: 1000,
                 prefix_extractor: String::new(),
                 range_filter: None,
+                // Version 7 tables always name their range tombstone block.
+                range_dels: (format_version >= RANGE_DEL_FORMAT_VERSION)
+                    .then_some(BlockHandle { offset: 1, size: 2 }),
                 ..sample()
             };
             TableProperties::decode(&p.encode()).map(|_| ())

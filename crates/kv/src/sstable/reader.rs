@@ -50,6 +50,7 @@ use super::{BlockKind, Malformed};
 use crate::error::Result;
 use crate::fs::RandomAccessFile;
 use crate::keycmp;
+use crate::range_del::Fragments;
 use crate::stats::{self, Counters, ReadTally};
 use crate::types::{Entry, Hit, SeqNo, READ_LATEST};
 
@@ -201,8 +202,32 @@ impl Table {
             }
         };
 
+        // Not fail-open, unlike the filters: a table read without its tombstones would
+        // bring back the keys they delete.
+        let range_dels = match properties.range_dels {
+            None => None,
+            Some(handle) => {
+                let corrupt = |m: String| {
+                    file.corruption(BlockKind::RangeTombstones, handle.offset, m.into())
+                };
+                let frags = Fragments::decode(block(handle, BlockKind::RangeTombstones)?)
+                    .map_err(corrupt)?;
+                let inside = frags.extent().is_some_and(|(start, end)| {
+                    *start >= properties.smallest
+                        && crate::range_del::last_covered(end) <= properties.largest
+                });
+                if !inside {
+                    return Err(corrupt(
+                        "range tombstones empty or outside the table's key range".into(),
+                    ));
+                }
+                Some(frags)
+            }
+        };
+
         Ok(Table {
             inner: Arc::new(TableInner {
+                range_dels,
                 file,
                 file_size,
                 properties,
@@ -333,10 +358,78 @@ impl Table {
         read_seq: SeqNo,
         tally: &mut ReadTally,
     ) -> Result<Option<Hit>> {
+        if let Some(range_dels) = &self.inner.range_dels {
+            return self.probe_under_range_dels(range_dels, key, hash, read_seq, tally);
+        }
         if !self.filter_may_hold(hash, tally) {
             return Ok(None);
         }
         self.read_hit_at(key, hash, read_seq, tally)
+    }
+
+    /// [`probe_hit_at`](Self::probe_hit_at) in a table holding range tombstones. The
+    /// tombstones are asked first, before the filter: one covering the key at `t`
+    /// means the answer is "deleted" unless this table holds a newer version of the
+    /// key, and no older table need be asked at all (counted: `range_del_answers`).
+    /// A filter's "no" here cannot end the search with "not in this table": the
+    /// tombstone has spoken for every older table.
+    #[cold]
+    fn probe_under_range_dels(
+        &self,
+        range_dels: &Fragments,
+        key: &[u8],
+        hash: KeyHash,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
+        let covering = range_dels.newest_covering(key, read_seq);
+        let point = if self.filter_may_hold(hash, tally) {
+            self.read_hit_at(key, hash, read_seq, tally)?
+        } else {
+            None
+        };
+        Ok(match (point, covering) {
+            (Some(p), Some(t)) if p.seq < t => {
+                tally.range_del_answers += 1;
+                Some(Hit::range_deleted(t))
+            }
+            (None, Some(t)) => {
+                tally.range_del_answers += 1;
+                Some(Hit::range_deleted(t))
+            }
+            (point, _) => point,
+        })
+    }
+
+    /// The table's range tombstones (format version 7 tables), if any.
+    pub fn range_dels(&self) -> Option<&Fragments> {
+        self.inner.range_dels.as_ref()
+    }
+
+    /// For a batched get: every key of `keys` (positions in `batch`) that a range
+    /// tombstone of this table covers above what `found` holds for it is answered
+    /// "deleted". Called after the table's own reads.
+    pub(crate) fn apply_range_dels(
+        &self,
+        batch: &[super::BatchKey],
+        keys: &[u32],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        found: &mut [Option<Hit>],
+    ) {
+        let Some(range_dels) = &self.inner.range_dels else {
+            return;
+        };
+        for &k in keys {
+            let Some(t) = range_dels.newest_covering(batch[k as usize].key, read_seq) else {
+                continue;
+            };
+            let slot = &mut found[k as usize];
+            if slot.as_ref().is_none_or(|h| h.seq < t) {
+                tally.range_del_answers += 1;
+                *slot = Some(Hit::range_deleted(t));
+            }
+        }
     }
 
     /// The first half of [`probe_hit_at`](Self::probe_hit_at): the table is probed,
