@@ -117,6 +117,9 @@ impl fmt::Display for StoreInfo {
                 None if t.range_filter_state == "none" => {}
                 None => writeln!(f, "    range filter: {}", t.range_filter_state)?,
             }
+            if t.range_tombstones > 0 {
+                writeln!(f, "    range tombstones: {}", t.range_tombstones)?;
+            }
         }
         if self.tables.is_empty() {
             writeln!(f, "no tables")?;

@@ -172,6 +172,9 @@ pub struct TableInfo {
     pub range_filter_state: String,
     /// The decoded range filter's figures, if it loaded.
     pub range_filter: Option<RangeFilterStats>,
+    /// Range tombstones (fragment and sequence number pairs) in its range tombstone
+    /// block (format version 7); 0 without one.
+    pub range_tombstones: u64,
 }
 
 fn ser_key<S: serde::Serializer>(key: &Bytes, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -206,6 +209,7 @@ impl TableInfo {
                 RangeFilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
             },
             range_filter: table.range_filter_stats(),
+            range_tombstones: table.range_dels().map_or(0, Fragments::count),
         }
     }
 }

@@ -49,6 +49,8 @@ type Value = Option<Vec<u8>>;
 #[derive(Debug, Clone)]
 enum Step {
     Write(Vec<(Key, Value)>),
+    /// A batch of these puts and deletes, then a range delete of `key(a)..key(b)`.
+    WriteRange(Vec<(Key, Value)>, u32, u32),
     Get(Key),
     Scan,
     Flush,
@@ -94,14 +96,23 @@ fn workload() -> Vec<Step> {
         }
     };
     writes(&mut steps, 300, &mut rng);
+    // Range deletes in batches beside a put and a delete: in the memtable and its log
+    // here, then in tables (flushed, compacted, reopened) as the workload goes on.
+    let range = |steps: &mut Vec<Step>, a: u32, b: u32| {
+        let ops = vec![(key(a), Some(b"before".to_vec())), (key(b + 1), None)];
+        steps.push(Step::WriteRange(ops, a, b));
+    };
+    range(&mut steps, 10, 30);
     steps.push(Step::Flush);
     writes(&mut steps, 300, &mut rng);
+    range(&mut steps, 60, 75);
     steps.push(Step::Flush);
     steps.push(Step::Compact);
     writes(&mut steps, 200, &mut rng);
     steps.push(Step::Reopen);
     writes(&mut steps, 200, &mut rng);
     steps.push(Step::Flush);
+    range(&mut steps, 100, 140);
     writes(&mut steps, 60, &mut rng);
     steps.push(Step::Compact);
     steps
@@ -203,14 +214,27 @@ fn run(fs: &FaultFileSystem, steps: &[Step], sync: bool) -> Outcome {
         }
         let when = format!("step {i} ({step:?})");
         match step {
-            Step::Write(ops) => {
+            Step::Write(_) | Step::WriteRange(..) => {
                 let mut batch = WriteBatch::new();
+                let (ops, range) = match step {
+                    Step::WriteRange(ops, a, b) => (ops, Some((*a, *b))),
+                    Step::Write(ops) => (ops, None),
+                    _ => unreachable!(),
+                };
                 for (k, v) in ops {
                     match v {
                         Some(v) => batch.put(k, v),
                         None => batch.delete(k),
                     };
                 }
+                // To the checks, a range delete is a delete of every key it covers
+                // (the workload's keys are `key(0..KEYS)`), after the batch's other ops.
+                let mut ops = ops.clone();
+                if let Some((a, b)) = range {
+                    batch.delete_range(key(a), key(b));
+                    ops.extend((a..b).map(|i| (key(i), None)));
+                }
+                let ops = &ops;
                 match db.write(batch) {
                     Ok(()) => {
                         ops.iter().for_each(|(k, v)| out.allowed.acked(k, v));

@@ -23,6 +23,7 @@ use super::properties::{disagrees_with_footer, TableProperties};
 use super::BlockKind;
 use crate::error::Error;
 use crate::fs::RandomAccessFile;
+use crate::range_del::Fragments;
 use crate::stats::Counters;
 use crate::types::ValueKind;
 
@@ -142,6 +143,23 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
             report(BlockKind::Filter, h.offset, reason(e));
         }
     }
+    // The range tombstone block (version 7): checked whole, as `Table::open` checks it.
+    let mut range_dels = None;
+    if let Some(h) = properties.as_ref().and_then(|p| p.range_dels) {
+        let kind = BlockKind::RangeTombstones;
+        let opened = if h.lies_within(meta_start, meta_end) {
+            file.read_block(h, kind)
+        } else {
+            Err(file.corruption(kind, h.offset, "block outside the metadata".into()))
+        }
+        .and_then(|bytes| {
+            Fragments::decode(&bytes).map_err(|m| file.corruption(kind, h.offset, m.into()))
+        });
+        match opened {
+            Ok(f) => range_dels = Some(f),
+            Err(e) => report(kind, h.offset, reason(e)),
+        }
+    }
     let ix = footer.index;
     let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
         IndexBlock::decode(bytes, meta_start, footer.version >= 2)
@@ -155,7 +173,16 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
         multi_version: footer.version >= 2,
         padded: footer.version >= ALIGNED_FORMAT_VERSION,
     };
-    let tally = check_data_blocks(file, &index, meta_start, layout, &mut report);
+    let mut tally = check_data_blocks(file, &index, meta_start, layout, &mut report);
+    if let Some((start, end)) = range_dels.as_ref().and_then(|r| r.extent()) {
+        // The table's range and newest number span its tombstones too.
+        let last = crate::range_del::last_covered(end);
+        tally.smallest = tally.smallest.map(|s| s.min(start.clone()));
+        tally.largest = tally.largest.map(|l| l.max(last));
+        tally.max_seq = tally
+            .max_seq
+            .max(range_dels.as_ref().map_or(0, Fragments::max_seq));
+    }
     if let (Some(props), true) = (properties, tally.complete) {
         let mut disagree = |what: &str, recorded: String, found: String| {
             if recorded != found {
