@@ -125,6 +125,15 @@ enum Command {
         #[arg(long)]
         hex: bool,
     },
+    /// Delete every key in [START, END) with one range tombstone.
+    DeleteRange {
+        dir: PathBuf,
+        start: String,
+        end: String,
+        /// START and END are hex.
+        #[arg(long)]
+        hex: bool,
+    },
     /// Print keys and values in [from, to), one pair per line, tab-separated (read-only
     /// open).
     Scan {
@@ -329,6 +338,23 @@ fn run(command: Command) -> CmdResult {
             };
             let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
             db.delete(&key)?;
+            db.close()?;
+            ExitCode::SUCCESS
+        }
+        Command::DeleteRange {
+            dir,
+            start,
+            end,
+            hex,
+        } => {
+            let start = arg_bytes("start", &start, hex)?;
+            let end = arg_bytes("end", &end, hex)?;
+            let options = Options {
+                create_if_missing: false,
+                ..Options::default()
+            };
+            let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
+            db.delete_range(&start, &end)?;
             db.close()?;
             ExitCode::SUCCESS
         }

@@ -72,6 +72,13 @@ fn put_get_delete_scan_round_trip() {
     assert_eq!(stdout(&o), "a\t1\nc\t3\n");
     let o = bloomkv(&["scan", d, "--from", "b", "--limit", "5"]);
     assert_eq!(stdout(&o), "c\t3\n");
+    assert!(bloomkv(&["put", d, "d", "4"]).status.success());
+    assert!(bloomkv(&["delete-range", d, "b", "d"]).status.success());
+    let o = bloomkv(&["scan", d]);
+    assert_eq!(stdout(&o), "a\t1\nd\t4\n");
+    // An empty range is refused, and changes nothing.
+    assert!(!bloomkv(&["delete-range", d, "d", "a"]).status.success());
+    assert_eq!(stdout(&bloomkv(&["scan", d])), "a\t1\nd\t4\n");
 }
 
 #[test]

@@ -15,6 +15,7 @@ use bloomkv_filter::{BloomPolicy, FilterPolicy, RangeFilterBuilder, RangeFilterR
 use bloomkv_kv::fs::mem::MemFileSystem;
 use bloomkv_kv::fs::FileSystem;
 use bloomkv_kv::manifest::{ManifestState, TableMeta};
+use bloomkv_kv::range_del::{Fragments, RangeTombstone};
 use bloomkv_kv::sstable::{TableBuilder, TableOptions};
 use bloomkv_kv::{filename, wal, ValueKind, WriteBatch};
 use bytes::Bytes;
@@ -129,6 +130,19 @@ fn generate(name: &str) -> Option<Vec<u8>> {
             out
         }
         "manifest" => example_manifest(),
+        "write-batch-range" => {
+            let mut batch = WriteBatch::new();
+            batch.delete_range("a", "c");
+            batch.encode(7).unwrap()
+        }
+        "range-tombstone-block" => {
+            let t = |start: &'static str, end: &'static str, seq| RangeTombstone {
+                start: start.into(),
+                end: end.into(),
+                seq,
+            };
+            Fragments::new([t("b", "f", 9), t("d", "h", 12)]).encode()
+        }
         "range-filter-block" => {
             let mut b = RangeFilterBuilder::new(5.0, 4).unwrap();
             b.add_key(b"ab1");
@@ -162,6 +176,8 @@ fn every_hex_example_in_format_md_is_what_the_encoders_write() {
         "wal-record",
         "manifest",
         "range-filter-block",
+        "write-batch-range",
+        "range-tombstone-block",
     ] {
         assert!(
             names.contains(&wanted),
