@@ -59,6 +59,7 @@ mod merge;
 mod options;
 mod prefetch;
 mod prefix;
+pub mod probe_stats;
 mod recovery;
 mod repair;
 mod retain;

@@ -79,6 +79,8 @@ pub struct Counters {
     /// (0: none yet). Not a figure for users: it decides whether a batch tells the OS
     /// about its reads ahead of time (`sstable/file.rs`, `ReadAhead`).
     pub batch_read_nanos: AtomicU64,
+    /// `PROBES` files ignored as damaged, or not written (see `probe_stats.rs`).
+    pub probe_stats_damaged: AtomicU64,
     /// The store's learned negatives (`Options::learned_memory`; unset: none).
     pub(crate) learned: std::sync::OnceLock<crate::learned::LearnedNegatives>,
 }
@@ -440,8 +442,11 @@ pub struct DbStats {
     /// Learned negatives held now.
     pub learned_entries: u64,
     /// Bytes the learned negatives occupy (fixed at open, within
-    /// `Options::learned_memory`).
+    /// `Options::learned_memory`, or the share `FilterAllocation::Adaptive` gives them).
     pub learned_bytes: u64,
+    /// Probe statistics files (`PROBES`, see `probe_stats.rs`) found damaged at open
+    /// and ignored (the store started blind), or that could not be written.
+    pub probe_stats_damaged: u64,
 }
 
 impl DbStats {
@@ -563,6 +568,7 @@ impl Counters {
             learned_refused: learned.refused,
             learned_entries: learned.entries,
             learned_bytes: learned.bytes,
+            probe_stats_damaged: get(&self.probe_stats_damaged),
         }
     }
 }
