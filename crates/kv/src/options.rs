@@ -343,7 +343,9 @@ pub struct Options {
     /// level first), down to no filter. Tables already written keep their filters
     /// until compaction rewrites them, so a cap lowered at reopen is reached as the
     /// tree is rewritten, not at once. Filters never answer wrongly for it: fewer bits
-    /// only mean more false positives. Default `None`: no cap.
+    /// only mean more false positives. The per-table check is first come, first
+    /// served: tables written early can leave later (upper-level) tables without
+    /// room (docs/FILTERS.md, "Known flaw"). Default `None`: no cap.
     pub filter_memory_budget: Option<usize>,
 }
 
