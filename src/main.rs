@@ -49,7 +49,7 @@ enum Format {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure the disk reads bits_per_key filters save (the main job).
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Size a Bloom filter: bits, memory, probes for N items at a target FP rate.
     Sizing {
         /// Items the filter will hold.

@@ -34,6 +34,11 @@ pub(crate) fn shape_uses_every_flag(args: &BenchArgs) -> Result<(), BenchError> 
             !leveled && args.allocation != DEFAULT_ALLOCATION,
             "--allocation",
         ),
+        (
+            !leveled && args.filter_budget_bytes.is_some(),
+            "--filter-budget-bytes",
+        ),
+        (!leveled && args.grow_after_warmup, "--grow-after-warmup"),
     ];
     if let Some((_, flag)) = ignored.iter().find(|(set, _)| *set) {
         let shape = if leveled { "leveled" } else { "flat" };

@@ -41,6 +41,21 @@ pub enum Allocation {
     Monkey,
     /// `optimize_filters_for_hits`: no filter on the deepest level.
     NoLastLevel,
+    /// `FilterAllocation::Adaptive`: Monkey's split weighted by measured probes, with
+    /// a share of the memory for learned negatives.
+    Adaptive,
+}
+
+/// Settings of a leveled run beside the allocations.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LeveledSettings {
+    /// `Options::filter_memory_budget` for every run (`--filter-budget-bytes`).
+    pub filter_budget_bytes: Option<usize>,
+    /// Load half the keys, settle, run the absent warm-up, close and reopen, then load
+    /// the rest (`--grow-after-warmup`): the tables written after the warm-up are
+    /// built with what the lookups taught (probe statistics only change the bits of
+    /// tables written after them). The measured phase then gets its own warm-up.
+    pub grow_after_warmup: bool,
 }
 
 /// One leveled run: an allocation, and the bits per key of memory it may spend
@@ -62,6 +77,7 @@ impl Allocation {
             Allocation::Uniform => "uniform",
             Allocation::Monkey => "monkey",
             Allocation::NoLastLevel => "no-last-level",
+            Allocation::Adaptive => "adaptive",
         }
     }
 
@@ -94,10 +110,11 @@ impl Allocation {
                     "uniform" => Allocation::Uniform,
                     "monkey" => Allocation::Monkey,
                     "no-last-level" => Allocation::NoLastLevel,
+                    "adaptive" => Allocation::Adaptive,
                     other => {
                         return Err(format!(
                             "unknown allocation {other:?} (uniform, monkey, no-last-level, \
-                             each optionally +ribbon and @BITS)"
+                             adaptive, each optionally +ribbon and @BITS)"
                         )
                         .into())
                     }
@@ -178,9 +195,17 @@ pub struct LeveledRow {
     pub absent_skew: String,
     /// Absent lookups made, unmeasured, before the absent phase.
     pub absent_warmup: u64,
-    /// Bytes of learned negatives held after the lookups (`--learned-bits-per-key`),
-    /// apart from `filter_bytes`.
+    /// Bytes of learned negatives held after the lookups (`--learned-bits-per-key`,
+    /// or the share `adaptive` gives them), apart from `filter_bytes`.
     pub learned_bytes: u64,
+    /// `Options::filter_memory_budget` (`--filter-budget-bytes`), if set.
+    pub filter_budget_bytes: Option<u64>,
+    /// Whether the tree was grown after a warm-up (`--grow-after-warmup`), and the
+    /// share of its keys in tables written after that warm-up (built knowing the
+    /// lookups; 0 without it).
+    pub grown_after_warmup: bool,
+    /// Share of the measured tree's keys in tables written after the first warm-up.
+    pub keys_written_after_warmup: f64,
 }
 
 /// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
@@ -216,6 +241,7 @@ fn open_files_budget() -> usize {
 pub fn run_leveled(
     w: &Workload,
     allocations: &[AllocationRun],
+    settings: LeveledSettings,
     work: &WorkDir,
     progress: &dyn Progress,
 ) -> Result<Vec<LeveledRow>, BenchError> {
@@ -233,8 +259,10 @@ pub fn run_leveled(
             bits_per_key: budget,
             filter_allocation: match allocation {
                 Allocation::Monkey => FilterAllocation::Monkey,
+                Allocation::Adaptive => FilterAllocation::Adaptive,
                 _ => FilterAllocation::Uniform,
             },
+            filter_memory_budget: settings.filter_budget_bytes,
             optimize_filters_for_hits: allocation == Allocation::NoLastLevel,
             memtable_size: 2 << 20,
             target_file_size: TARGET_FILE_BYTES,
@@ -246,7 +274,6 @@ pub fn run_leveled(
             learned_memory: w.learned_memory(),
             ..Options::default()
         };
-        let db = Db::open(&dir, options.clone())?;
         let mut order: Vec<u64> = (0..w.keys).collect();
         order.shuffle(&mut StdRng::seed_from_u64(w.seed));
         let mut value = Vec::with_capacity(w.value_size);
@@ -256,27 +283,62 @@ pub fn run_leveled(
         // before the next chunk is written. The tree is then the same on every run
         // (the background thread's timing decides nothing), and so is every
         // allocation's tree.
-        for chunk in order.chunks(LOAD_CHUNK) {
-            for &i in chunk {
-                fill_value(&mut value, i, w.value_size);
-                db.put(key(2 * i), &value)?;
+        let load = |db: &Db, keys: &[u64], value: &mut Vec<u8>| -> Result<(), BenchError> {
+            for chunk in keys.chunks(LOAD_CHUNK) {
+                for &i in chunk {
+                    fill_value(value, i, w.value_size);
+                    db.put(key(2 * i), &value[..])?;
+                }
+                db.wait_for_compaction()?; // flushes first
+                progress.inc(chunk.len() as u64);
             }
-            db.wait_for_compaction()?; // flushes first
-            progress.inc(chunk.len() as u64);
+            Ok(())
+        };
+        // Settles L0 too: a trigger of one table compacts whatever the load left there.
+        let settled = Options {
+            l0_compaction_trigger: 1,
+            ..options.clone()
+        };
+        // Tables numbered above this were written after the warm-up.
+        let mut first_after_warmup = None;
+        if settings.grow_after_warmup {
+            let (first, rest) = order.split_at(order.len() / 2);
+            let db = Db::open(&dir, options.clone())?;
+            load(&db, first, &mut value)?;
+            db.close()?;
+            let db = Db::open(&dir, settled.clone())?;
+            db.wait_for_compaction()?;
+            in_shares(&absent_warmup_keys(w), w.threads, &NoProgress, |k| {
+                Ok(u64::from(db.get(k)?.is_some()))
+            })?;
+            first_after_warmup = db.table_infos().iter().map(|t| t.number).max();
+            db.close()?; // keeps the probe statistics (`PROBES`)
+            let db = Db::open(&dir, options.clone())?;
+            load(&db, rest, &mut value)?;
+            db.close()?;
+        } else {
+            let db = Db::open(&dir, options.clone())?;
+            load(&db, &order, &mut value)?;
+            db.close()?;
         }
-        db.close()?;
-        // Settle L0 too: a trigger of one table compacts whatever the load left there.
-        let db = Db::open(
-            &dir,
-            Options {
-                l0_compaction_trigger: 1,
-                ..options
-            },
-        )?;
+        let db = Db::open(&dir, settled)?;
         db.wait_for_compaction()?;
         db.open_tables()?; // as `BloomkvStore::reopen` does
         progress.finish();
-        rows.push(measure(&db, w, &label, budget)?);
+        let mut row = measure(&db, w, &label, budget)?;
+        row.filter_budget_bytes = settings.filter_budget_bytes.map(|b| b as u64);
+        row.grown_after_warmup = settings.grow_after_warmup;
+        if let Some(n) = first_after_warmup {
+            let infos = db.table_infos();
+            let after: u64 = infos
+                .iter()
+                .filter(|t| t.number > n)
+                .map(|t| t.entries)
+                .sum();
+            let all: u64 = infos.iter().map(|t| t.entries).sum();
+            row.keys_written_after_warmup = after as f64 / all.max(1) as f64;
+        }
+        rows.push(row);
     }
     Ok(rows)
 }
@@ -382,6 +444,9 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         absent_skew: w.absent_skew_name(),
         absent_warmup: w.absent_warmup,
         learned_bytes: db.stats().learned_bytes,
+        filter_budget_bytes: None,
+        grown_after_warmup: false,
+        keys_written_after_warmup: 0.0,
     })
 }
 
@@ -432,10 +497,15 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
             );
         }
         out += &format!(
-            "{:<14} total: {} levels, filters {:.3} MiB; absent {:.4} reads/get, {:.0} ns; present {:.4} reads/get, {:.0} ns\n",
+            "{:<14} total: {} levels, filters {:.3} MiB + learned {:.3} MiB{}; absent {:.4} reads/get, {:.0} ns; present {:.4} reads/get, {:.0} ns\n",
             r.allocation,
             r.levels,
             r.filter_bytes as f64 / (1 << 20) as f64,
+            r.learned_bytes as f64 / (1 << 20) as f64,
+            match r.filter_budget_bytes {
+                Some(b) => format!(" (budget {:.3} MiB)", b as f64 / (1 << 20) as f64),
+                None => String::new(),
+            },
             r.absent_reads_per_lookup,
             r.absent_ns_per_lookup,
             r.present_reads_per_lookup,
@@ -443,13 +513,14 @@ pub fn print_leveled(rows: &[LeveledRow]) -> String {
         );
     }
     if let Some(uniform) = rows.iter().find(|r| r.allocation == "uniform") {
-        out += "relative to uniform:";
+        out += "relative to uniform (memory: filters and learned negatives):";
+        let memory = |r: &LeveledRow| (r.filter_bytes + r.learned_bytes) as f64;
         for r in rows.iter().filter(|r| r.allocation != "uniform") {
             out += &format!(
                 "  {} {:.2}× reads at {:.2}× memory;",
                 r.allocation,
                 r.absent_reads_per_lookup / uniform.absent_reads_per_lookup.max(f64::MIN_POSITIVE),
-                r.filter_bytes as f64 / uniform.filter_bytes.max(1) as f64
+                memory(r) / memory(uniform).max(1.0)
             );
         }
         out += "\n";
@@ -463,6 +534,9 @@ mod tests {
 
     #[test]
     fn allocation_lists_parse_names_filters_and_budgets() {
+        let adaptive = Allocation::parse_list("adaptive").unwrap();
+        assert_eq!(adaptive[0].allocation, Allocation::Adaptive);
+        assert_eq!(adaptive[0].label(), "adaptive");
         let runs = Allocation::parse_list("uniform, monkey+ribbon@8.5,no-last-level@9").unwrap();
         assert_eq!(
             runs,

@@ -47,7 +47,9 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 pub use chart::{render_leveled_svg, render_range_svg, render_savings_svg, render_sweep_svg};
-pub use leveled::{print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow};
+pub use leveled::{
+    print_leveled, run_leveled, Allocation, AllocationRun, LevelRow, LeveledRow, LeveledSettings,
+};
 pub use multi_get::{multi_get_rows, run_multi_get_phase, run_store_batched, MAX_BATCH};
 pub use no_sync::NoSyncFs;
 pub use os_io::{OsIo, OsReads};

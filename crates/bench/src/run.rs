@@ -14,7 +14,8 @@ use super::{
     print_range_table, print_table, render_leveled_svg, render_range_svg, render_savings_svg,
     render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_range_phases, run_store,
     run_store_batched, time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore,
-    FilterSetting, Phase, Progress, Report, SweepPoint, WorkDir, Workload, MAX_BATCH,
+    FilterSetting, LeveledSettings, Phase, Progress, Report, SweepPoint, WorkDir, Workload,
+    MAX_BATCH,
 };
 use crate::prefix::GROUP as PREFIX_GROUP;
 use crate::report::Machine;
@@ -133,6 +134,18 @@ pub struct BenchArgs {
     /// apart from the filters' (`learned_bytes`, `learned_bits_per_key`).
     #[arg(long, default_value_t = 0.0)]
     pub learned_bits_per_key: f64,
+    /// A cap on every leveled store's filter memory in bytes
+    /// (`Options::filter_memory_budget`; under `adaptive` its learned negatives count
+    /// too). Rows record it (`filter_budget_bytes`). Leveled shape only.
+    #[arg(long)]
+    pub filter_budget_bytes: Option<usize>,
+    /// Leveled shape: load half the keys, settle, run the `--absent-warmup` lookups,
+    /// reopen and load the rest, so the tables written after the warm-up are built
+    /// knowing the lookups (probe statistics change only new tables' bits); the
+    /// measured phase then has its own warm-up. Rows record it and the share of keys
+    /// in tables written after the warm-up.
+    #[arg(long)]
+    pub grow_after_warmup: bool,
 }
 
 /// Parses `--absent-skew`: `uniform` is `None`, `zipf:THETA` is `Some(THETA)`.
@@ -386,7 +399,11 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let (mut prefix_rows, mut version_times) = (Vec::new(), None);
     if args.shape == "leveled" {
         let allocations = Allocation::parse_list(&args.allocation)?;
-        leveled = run_leveled(&w, &allocations, &work, &bar)?;
+        let settings = LeveledSettings {
+            filter_budget_bytes: args.filter_budget_bytes,
+            grow_after_warmup: args.grow_after_warmup,
+        };
+        leveled = run_leveled(&w, &allocations, settings, &work, &bar)?;
         bar.0.finish_and_clear();
         write!(out, "{}", print_leveled(&leveled))?;
     } else {

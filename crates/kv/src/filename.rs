@@ -12,6 +12,8 @@
 //! LOCK             held while a store has the directory open
 //! SETTINGS         how the store's tables and levels are made (see `settings`)
 //! SETTINGS.tmp     settings being written; renamed to SETTINGS once synced
+//! PROBES           where lookups went, level by level (see `probe_stats`)
+//! PROBES.tmp       probe statistics being written; renamed to PROBES once synced
 //! CLOSED           left by a clean close: the log it names may be appended to again
 //!                  (see `recovery::ClosedMark`); removed by the next open
 //! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
@@ -40,6 +42,11 @@ pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
 pub const SETTINGS: &str = "SETTINGS";
 /// The name new settings are written under before they are renamed to [`SETTINGS`].
 pub const SETTINGS_TMP: &str = "SETTINGS.tmp";
+/// The probe statistics' file name (see `probe_stats`).
+pub const PROBES: &str = "PROBES";
+/// The name new probe statistics are written under before they are renamed to
+/// [`PROBES`].
+pub const PROBES_TMP: &str = "PROBES.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
 /// The clean-close mark's name (see `recovery::ClosedMark`).
@@ -135,6 +142,16 @@ pub fn settings_path(dir: &Path) -> PathBuf {
 /// `dir/SETTINGS.tmp`
 pub fn settings_tmp_path(dir: &Path) -> PathBuf {
     dir.join(SETTINGS_TMP)
+}
+
+/// `dir/PROBES`
+pub fn probes_path(dir: &Path) -> PathBuf {
+    dir.join(PROBES)
+}
+
+/// `dir/PROBES.tmp`
+pub fn probes_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(PROBES_TMP)
 }
 
 /// `dir/CLOSED`

@@ -154,7 +154,7 @@ impl FilterPlan {
 }
 
 /// Computes the plan for a tree whose levels hold `loads`, each level built with the
-/// filter kind `kinds[level]`.
+/// filter kind `kinds[level]`, spending what `Uniform` spends.
 pub fn plan(
     allocation: FilterAllocation,
     bits_per_key: f64,
@@ -162,26 +162,70 @@ pub fn plan(
     kinds: &[FilterKind],
     loads: &[LevelLoad],
 ) -> FilterPlan {
+    plan_within(
+        allocation,
+        bits_per_key,
+        optimize_filters_for_hits,
+        kinds,
+        loads,
+        None,
+    )
+}
+
+/// [`plan`], spending at most `memory_bits` filter bits on `loads` (`None`: what
+/// `Uniform` at `bits_per_key` spends; never more than that). Under a cap `Uniform`
+/// scales every level's bits down alike (no filter once under one bit per key);
+/// `Monkey` and `Adaptive` take bits off where they buy the fewest saved reads, which
+/// with `Adaptive`'s measured weights is where lookups are rarest.
+pub fn plan_within(
+    allocation: FilterAllocation,
+    bits_per_key: f64,
+    optimize_filters_for_hits: bool,
+    kinds: &[FilterKind],
+    loads: &[LevelLoad],
+    memory_bits: Option<f64>,
+) -> FilterPlan {
     let levels = loads.len();
-    let mut bits: Vec<Option<f64>> = kinds
-        .iter()
-        .map(|k| (!matches!(k, FilterKind::None)).then_some(bits_per_key))
-        .collect();
-    bits.resize(levels, None);
     // The level `optimize_filters_for_hits` leaves without a filter.
     let unfiltered = loads
         .iter()
         .rposition(|l| l.keys > 0)
         .filter(|_| optimize_filters_for_hits);
+    let filtered_keys: f64 = (0..levels)
+        .filter(|&l| {
+            Some(l) != unfiltered
+                && loads[l].keys > 0
+                && !matches!(kinds.get(l), Some(FilterKind::None) | None)
+        })
+        .map(|l| loads[l].keys as f64)
+        .sum();
+    let uniform_memory = bits_per_key * filtered_keys;
+    let memory = memory_bits.map_or(uniform_memory, |m| m.clamp(0.0, uniform_memory));
+    // Uniform's bits per key within the memory.
+    let uniform_bits = if filtered_keys > 0.0 && memory < uniform_memory {
+        memory / filtered_keys
+    } else {
+        bits_per_key
+    };
+    let uniform_bits = (uniform_bits >= MIN_BITS).then_some(uniform_bits);
+    let mut bits: Vec<Option<f64>> = kinds
+        .iter()
+        .map(|k| uniform_bits.filter(|_| !matches!(k, FilterKind::None)))
+        .collect();
+    bits.resize(levels, None);
     if let Some(d) = unfiltered {
         bits[d] = None;
     }
     // Above `MAX_BITS` Monkey would cap every level there and spend less memory than
     // Uniform for more false positives: Uniform is the plan.
-    if allocation == FilterAllocation::Monkey && bits_per_key <= MAX_BITS {
+    let split = matches!(
+        allocation,
+        FilterAllocation::Monkey | FilterAllocation::Adaptive
+    );
+    if split && bits_per_key <= MAX_BITS {
         // Monkey spends what Uniform spends on the same levels: not the memory of a
         // filter the deepest level does not get.
-        let mut candidate = monkey(bits_per_key, kinds, loads, unfiltered);
+        let mut candidate = monkey(memory, uniform_bits, kinds, loads, unfiltered);
         if let Some(d) = unfiltered {
             candidate[d] = None;
         }
@@ -294,10 +338,11 @@ fn grid(bits: f64) -> usize {
     (bits / STEP).round() as usize
 }
 
-/// Monkey's split of uniform's memory over the levels with keys and a filter kind,
-/// `skip` left out of both the memory and the split.
+/// Monkey's split of `memory` bits over the levels with keys and a filter kind, `skip`
+/// left out of the split; an empty level gets `empty_bits` (its first table re-plans).
 fn monkey(
-    bits_per_key: f64,
+    memory: f64,
+    empty_bits: Option<f64>,
     kinds: &[FilterKind],
     loads: &[LevelLoad],
     skip: Option<usize>,
@@ -305,11 +350,7 @@ fn monkey(
     let levels = loads.len();
     let filtered =
         |l: usize| Some(l) != skip && loads[l].keys > 0 && !matches!(kinds[l], FilterKind::None);
-    let total_keys: f64 = (0..levels)
-        .filter(|&l| filtered(l))
-        .map(|l| loads[l].keys as f64)
-        .sum();
-    let mut budget = bits_per_key * total_keys;
+    let mut budget = memory;
     let mut at = vec![0.0f64; levels];
     // The first step of a level jumps from "no filter" to the minimum filter size.
     let next_bits = |b: f64| if b < MIN_BITS { MIN_BITS } else { b + STEP };
@@ -347,7 +388,7 @@ fn monkey(
         .map(|l| {
             if !filtered(l) {
                 // An empty level gets uniform's setting (its first table will re-plan).
-                (!matches!(kinds[l], FilterKind::None)).then_some(bits_per_key)
+                empty_bits.filter(|_| !matches!(kinds[l], FilterKind::None))
             } else {
                 (at[l] >= MIN_BITS).then_some(at[l])
             }
@@ -576,6 +617,125 @@ mod tests {
             monkey.expected_wasted_reads(&l),
         );
         assert!(m <= u, "monkey {m} vs uniform {u}");
+    }
+
+    /// The leveled benchmark's tree (docs/notes/2026-12-monkey-on-a-real-tree.md):
+    /// keys per level and the share of absent gets each level's tables cover.
+    fn bench_tree() -> Vec<LevelLoad> {
+        [
+            (0, 1.0),
+            (0, 1.0),
+            (0, 1.0),
+            (436, 0.025),
+            (8_748, 0.23),
+            (89_070, 0.86),
+            (901_746, 1.0),
+        ]
+        .iter()
+        .map(|&(keys, probes)| LevelLoad { keys, probes })
+        .collect()
+    }
+
+    /// On uniform lookups the measured weights are the coverage Monkey's model
+    /// computes (up to sampling noise); Adaptive then plans Monkey's split of the
+    /// memory its learned negatives leave (1/256 of it while lookups do not repeat):
+    /// within 5% of Monkey's wasted reads.
+    #[test]
+    fn adaptive_on_uniform_lookups_is_within_five_percent_of_monkey() {
+        let model = bench_tree();
+        let k = kinds(model.len());
+        let monkey = plan(FilterAllocation::Monkey, 10.0, false, &k, &model);
+        let uniform_bits = monkey
+            .total_bits(&model)
+            .max(plan(FilterAllocation::Uniform, 10.0, false, &k, &model).total_bits(&model));
+        // Measured weights: the model's, each off by up to ±3% (sampling noise).
+        for noise in [-0.03, 0.0, 0.03] {
+            let measured: Vec<LevelLoad> = model
+                .iter()
+                .enumerate()
+                .map(|(i, l)| LevelLoad {
+                    keys: l.keys,
+                    probes: l.probes * (1.0 + if i % 2 == 0 { noise } else { -noise }),
+                })
+                .collect();
+            let share = crate::probe_stats::LEARNED_SHARE_PROBING;
+            let adaptive = plan_within(
+                FilterAllocation::Adaptive,
+                10.0,
+                false,
+                &k,
+                &measured,
+                Some(uniform_bits * (1.0 - share)),
+            );
+            // Both judged on the true weights.
+            let (a, m) = (
+                adaptive.expected_wasted_reads(&model),
+                monkey.expected_wasted_reads(&model),
+            );
+            assert!(a <= 1.05 * m, "noise {noise}: adaptive {a} vs monkey {m}");
+            assert!(adaptive.total_bits(&model) <= uniform_bits * (1.0 - share) + 1.0);
+        }
+    }
+
+    /// When lookups go where the model does not expect (here L5 and L6 asked by half
+    /// the gets the model assumes, L3 by all), the measured weights move the bits
+    /// there, and on those weights Adaptive wastes fewer reads than Monkey.
+    #[test]
+    fn adaptive_follows_measured_probes_where_the_model_is_wrong() {
+        let model = bench_tree();
+        let k = kinds(model.len());
+        let mut measured = model.clone();
+        measured[3].probes = 1.0;
+        measured[5].probes = 0.4;
+        measured[6].probes = 0.5;
+        let monkey = plan(FilterAllocation::Monkey, 10.0, false, &k, &model);
+        let adaptive = plan(FilterAllocation::Adaptive, 10.0, false, &k, &measured);
+        let (a, m) = (
+            adaptive.expected_wasted_reads(&measured),
+            monkey.expected_wasted_reads(&measured),
+        );
+        // 0.00675 against 0.00698: the split is optimal for the weights it is given.
+        assert!(a < 0.98 * m, "adaptive {a} vs monkey {m}");
+        let (ab, mb) = (adaptive.total_bits(&model), monkey.total_bits(&model));
+        assert!(ab <= mb * 1.01 + 1.0, "memory {ab} vs {mb}");
+        assert!(adaptive.bits_per_key[3] > monkey.bits_per_key[3]);
+    }
+
+    /// Under a cap every allocation spends no more than it, and Monkey's split takes
+    /// the bits off the largest level (where a bit buys least) first.
+    #[test]
+    fn a_memory_cap_is_respected_and_the_deepest_level_pays_first() {
+        let l = bench_tree();
+        let k = kinds(l.len());
+        let full = plan(FilterAllocation::Uniform, 10.0, false, &k, &l).total_bits(&l);
+        for allocation in [
+            FilterAllocation::Uniform,
+            FilterAllocation::Monkey,
+            FilterAllocation::Adaptive,
+        ] {
+            for cap in [0.9, 0.5, 0.2, 0.05, 0.0] {
+                let p = plan_within(allocation, 10.0, false, &k, &l, Some(full * cap));
+                assert!(
+                    p.total_bits(&l) <= full * cap + 1.0,
+                    "{allocation:?} at {cap}: {} > {}",
+                    p.total_bits(&l),
+                    full * cap
+                );
+            }
+        }
+        let half = plan_within(
+            FilterAllocation::Monkey,
+            10.0,
+            false,
+            &k,
+            &l,
+            Some(full * 0.5),
+        );
+        let b = |l: usize| half.bits_per_key[l].unwrap_or(0.0);
+        assert!(b(6) < 5.0 && b(5) > b(6) && b(3) > b(6), "{half:?}");
+        // No memory: no filters.
+        let none = plan_within(FilterAllocation::Uniform, 10.0, false, &k, &l, Some(0.0));
+        assert!(none.bits_per_key.iter().all(Option::is_none), "{none:?}");
     }
 
     proptest! {

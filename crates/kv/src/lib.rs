@@ -59,6 +59,7 @@ mod merge;
 mod options;
 mod prefetch;
 mod prefix;
+pub mod probe_stats;
 pub mod range_del;
 mod recovery;
 mod repair;

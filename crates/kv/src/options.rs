@@ -82,6 +82,16 @@ pub enum FilterAllocation {
     /// A level gets at most 30 bits per key; above 30 bits per key (where false
     /// positives are already below 1e-5) the plan is `Uniform`'s.
     Monkey,
+    /// Monkey's split, weighted by where absent lookups were measured to go instead of
+    /// by a model: each level's probes per lookup, counted on the read path, decayed
+    /// and kept across reopens in the store's `PROBES` file (see `probe_stats.rs`).
+    /// With too few samples it plans as `Monkey`. A small share of the same memory
+    /// goes to learned negatives (`learned.rs`), more of it when the measured false
+    /// positives repeat (skewed lookups), so filters and learned negatives together
+    /// spend what `Uniform`'s filters would. Bits follow lookups only as tables are
+    /// written: a table keeps the filter it was built with until compaction rewrites
+    /// it. See docs/FILTERS.md.
+    Adaptive,
 }
 
 /// What recovery does with WAL bytes that are not a valid record (`Options::wal_recovery`).
@@ -260,8 +270,9 @@ pub struct Options {
     /// `DbStats::filter_unknown_policy`. Default empty.
     pub extra_filter_policies: Vec<Arc<dyn FilterPolicy>>,
     /// How filter memory is split across levels: [`FilterAllocation::Uniform`]
-    /// (default: `bits_per_key` everywhere) or [`FilterAllocation::Monkey`] (the same
-    /// total, more bits on small upper levels; see `filter_plan`).
+    /// (default: `bits_per_key` everywhere), [`FilterAllocation::Monkey`] (the same
+    /// total, more bits on small upper levels; see `filter_plan`) or
+    /// [`FilterAllocation::Adaptive`] (the same total, split by measured lookups).
     pub filter_allocation: FilterAllocation,
     /// Build no filter for the deepest non-empty level (RocksDB's name): saves most of
     /// the filter memory; lookups for absent keys then read one block there. With
@@ -320,8 +331,22 @@ pub struct Options {
     /// so the same absent lookup skips that table's read next time — exactly (a
     /// present key is never skipped; see `learned.rs` and docs/FILTERS.md). A fixed
     /// array of 8-byte entries (8.5 with their use counts) allocated at open, the keys asked most often kept;
-    /// in memory only (a reopen learns again). Default 0: nothing is learned.
+    /// in memory only (a reopen learns again). Default 0: nothing is learned (but
+    /// see [`FilterAllocation::Adaptive`], which gives learned negatives a share of
+    /// the filters' memory when this is 0).
     pub learned_memory: usize,
+    /// A cap on the bytes of all live tables' filters (what
+    /// `DbStats::filter_memory_bytes` counts once every table is open; under
+    /// [`FilterAllocation::Adaptive`] its learned negatives count too). Each new
+    /// table's filter is planned to fit what the live tables leave: as the tree grows
+    /// past the cap, new tables get fewer bits where lookups are rarest (the deepest
+    /// level first), down to no filter. Tables already written keep their filters
+    /// until compaction rewrites them, so a cap lowered at reopen is reached as the
+    /// tree is rewritten, not at once. Filters never answer wrongly for it: fewer bits
+    /// only mean more false positives. The per-table check is first come, first
+    /// served: tables written early can leave later (upper-level) tables without
+    /// room (docs/FILTERS.md, "Known flaw"). Default `None`: no cap.
+    pub filter_memory_budget: Option<usize>,
 }
 
 impl Default for Options {
@@ -358,6 +383,7 @@ impl Default for Options {
             bottommost_compression: None,
             range_filter: None,
             learned_memory: 0,
+            filter_memory_budget: None,
         }
     }
 }
@@ -412,6 +438,7 @@ impl fmt::Debug for Options {
             .field("bottommost_compression", &self.bottommost_compression)
             .field("range_filter", &self.range_filter)
             .field("learned_memory", &self.learned_memory)
+            .field("filter_memory_budget", &self.filter_memory_budget)
             .finish()
     }
 }

@@ -328,6 +328,7 @@ impl Settings {
                 "filter_allocation" => match v {
                     "Uniform" => set(&mut o.filter_allocation, FilterAllocation::Uniform),
                     "Monkey" => set(&mut o.filter_allocation, FilterAllocation::Monkey),
+                    "Adaptive" => set(&mut o.filter_allocation, FilterAllocation::Adaptive),
                     _ => Err(()),
                 },
                 "optimize_filters_for_hits" => parse(v).map(|x| o.optimize_filters_for_hits = x),

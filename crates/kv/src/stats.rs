@@ -79,6 +79,8 @@ pub struct Counters {
     /// (0: none yet). Not a figure for users: it decides whether a batch tells the OS
     /// about its reads ahead of time (`sstable/file.rs`, `ReadAhead`).
     pub batch_read_nanos: AtomicU64,
+    /// `PROBES` files ignored as damaged, or not written (see `probe_stats.rs`).
+    pub probe_stats_damaged: AtomicU64,
     /// The store's learned negatives (`Options::learned_memory`; unset: none).
     pub(crate) learned: std::sync::OnceLock<crate::learned::LearnedNegatives>,
 }
@@ -445,7 +447,7 @@ pub struct DbStats {
     /// Learned negatives held now.
     pub learned_entries: u64,
     /// Bytes the learned negatives occupy (fixed at open, within
-    /// `Options::learned_memory`).
+    /// `Options::learned_memory`, or the share `FilterAllocation::Adaptive` gives them).
     pub learned_bytes: u64,
     /// Lookups (of `get` or `multi_get`) answered "deleted" by a range tombstone: no
     /// older table was asked about the key.
@@ -453,6 +455,9 @@ pub struct DbStats {
     /// Range tombstones (fragment and sequence number pairs) held by the memtables and
     /// the live tables opened so far.
     pub range_tombstones: u64,
+    /// Probe statistics files (`PROBES`, see `probe_stats.rs`) found damaged at open
+    /// and ignored (the store started blind), or that could not be written.
+    pub probe_stats_damaged: u64,
 }
 
 impl DbStats {
@@ -576,6 +581,7 @@ impl Counters {
             learned_bytes: learned.bytes,
             range_del_answers: self.sum(|s| &s.range_del_answers),
             range_tombstones: 0,
+            probe_stats_damaged: get(&self.probe_stats_damaged),
         }
     }
 }

@@ -357,6 +357,7 @@ fn auto_bloomkv(label: &str, run: AllocationRun, leveled: bool) -> Unit {
         Allocation::Uniform => (FilterAllocation::Uniform, false),
         Allocation::Monkey => (FilterAllocation::Monkey, false),
         Allocation::NoLastLevel => (FilterAllocation::Uniform, true),
+        Allocation::Adaptive => (FilterAllocation::Adaptive, false),
     };
     let make: AutoMaker = Box::new(move |dir: PathBuf, w: &Workload, layout: Layout| {
         let setup = BloomkvSetup {

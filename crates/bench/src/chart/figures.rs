@@ -438,6 +438,9 @@ mod tests {
                 absent_skew: "uniform".into(),
                 absent_warmup: 0,
                 learned_bytes: 0,
+                filter_budget_bytes: None,
+                grown_after_warmup: false,
+                keys_written_after_warmup: 0.0,
             })
             .collect();
         assert_no_collisions(&leveled_panels(&rows));

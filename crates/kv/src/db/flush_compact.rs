@@ -57,7 +57,9 @@ impl Inner {
         // overlap, so nothing is clipped).
         let range_dels = mem.range_dels().map(|r| (*r).clone());
         let added = self
-            .build_table(number, 0, (&[], mem.len() as u64), versions, |_| range_dels)?
+            .build_table(number, 0, (&[], mem.len() as u64, 0), versions, |_| {
+                range_dels
+            })?
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         add(&self.counters.flush_bytes_written, table_bytes(&added));
@@ -69,6 +71,7 @@ impl Inner {
             current.imm.iter().skip(1).cloned().collect()
         })?;
         self.notify_progress();
+        self.save_probe_stats();
         Ok(true)
     }
 
@@ -137,11 +140,11 @@ impl Inner {
         &self,
         number: u64,
         level: usize,
-        (inputs, incoming): (&[u64], u64),
+        (inputs, incoming, pending): (&[u64], u64, u64),
         entries: impl Iterator<Item = Result<Entry>>,
         range_dels: impl FnOnce(Option<&[u8]>) -> Option<Fragments>,
     ) -> Result<Option<TableHandle>> {
-        let policy = self.policy_for_level(level, inputs, incoming)?;
+        let policy = self.policy_for_level(level, inputs, incoming, pending)?;
         match self.bottommost_compression(level) {
             Some(compression) => {
                 let options = Options {
@@ -178,32 +181,114 @@ impl Inner {
 
     /// The filter policy for a new table on `level` (see `filter_plan.rs`): the store's
     /// policy under the uniform allocation, otherwise the plan for the live tree plus
-    /// the `incoming` keys.
+    /// the `incoming` keys. Under `FilterAllocation::Adaptive` the plan weighs levels
+    /// by the measured probes (`probe_stats.rs`) and leaves the learned negatives their
+    /// share; under `filter_memory_budget` it spends at most the budget on the tree,
+    /// and the table gets no more bits than fit beside the live tables' filters and
+    /// the `pending` bytes of filters this compaction has written so far.
     fn policy_for_level(
         &self,
         level: usize,
         inputs: &[u64],
         incoming: u64,
+        pending: u64,
     ) -> Result<Option<Arc<dyn FilterPolicy>>> {
         let options = &self.options;
         let hybrid = options.filter == FilterKind::Ribbon && options.bloom_before_level > 0;
         if options.filter_allocation == FilterAllocation::Uniform
             && !options.optimize_filters_for_hits
             && !hybrid
+            && options.filter_memory_budget.is_none()
         {
             return Ok(self.policy.clone());
         }
         let version = self.current().version.clone();
-        let loads = filter_plan::loads(&version, options, level, inputs, incoming);
+        let mut loads = filter_plan::loads(&version, options, level, inputs, incoming);
         let kinds = filter_plan::level_kinds(options);
-        let plan = filter_plan::plan(
+        let uniform_bits: f64 =
+            options.bits_per_key * loads.iter().map(|l| l.keys as f64).sum::<f64>();
+        let mut memory_bits = None;
+        if let Some((stats, share)) = self.probe_stats() {
+            for (load, w) in loads.iter_mut().zip(stats.weights()) {
+                if let Some(w) = w {
+                    load.probes = w;
+                }
+            }
+            memory_bits = Some(uniform_bits * (1.0 - share));
+        }
+        // Under `Adaptive` its learned negatives count against the budget too.
+        let learned = if options.filter_allocation == FilterAllocation::Adaptive {
+            self.counters.learned.get().map_or(0, |l| l.stats().bytes)
+        } else {
+            0
+        };
+        let budget = options
+            .filter_memory_budget
+            .map(|b| (b as u64).saturating_sub(learned));
+        if let Some(b) = budget {
+            let cap = b as f64 * 8.0;
+            memory_bits = Some(memory_bits.map_or(cap, |m: f64| m.min(cap)));
+        }
+        let plan = filter_plan::plan_within(
             options.filter_allocation,
             options.bits_per_key,
             options.optimize_filters_for_hits,
             &kinds,
             &loads,
+            memory_bits,
         );
-        filter_plan::policy_for(&kinds[level], plan.bits_per_key[level])
+        let mut bits = plan.bits_per_key[level];
+        if let (Some(budget), Some(b)) = (budget, bits) {
+            bits = self.fit_budget(&version, level, inputs, incoming, pending, budget, b);
+        }
+        filter_plan::policy_for(&kinds[level], bits)
+    }
+
+    /// `bits` per key, or fewer (`None`: no filter) so that a table of about as many
+    /// keys as this one will hold gets a filter within what the `budget` leaves beside
+    /// the live tables' filters (the `inputs` are leaving) and the `pending` bytes.
+    /// Counting opens every live table once (its filter is what it counts).
+    #[allow(clippy::too_many_arguments)]
+    fn fit_budget(
+        &self,
+        version: &Version,
+        level: usize,
+        inputs: &[u64],
+        incoming: u64,
+        pending: u64,
+        budget: u64,
+        bits: f64,
+    ) -> Option<f64> {
+        let live: u64 = version
+            .tables()
+            .filter(|(_, t)| !inputs.contains(&t.number))
+            .map(|(_, t)| t.table().map_or(0, |t| t.filter_memory_bytes() as u64))
+            .sum();
+        let left = budget.saturating_sub(live + pending);
+        // A flush writes `incoming` keys; a compaction's output stops near the target
+        // size (measured in entries at the inputs' average size, with a margin).
+        let keys = if level == 0 || inputs.is_empty() {
+            incoming
+        } else {
+            let (bytes, entries) = version
+                .tables()
+                .filter(|(_, t)| inputs.contains(&t.number))
+                .fold((0u64, 0u64), |(b, e), (_, t)| {
+                    (b + t.record.data_size, e + t.record.entries)
+                });
+            let per_table = if bytes == 0 {
+                incoming
+            } else {
+                (1.25 * self.options.target_file_size as f64 * entries as f64 / bytes as f64) as u64
+                    + 16
+            };
+            incoming.min(per_table)
+        }
+        .max(1);
+        // A filter's bits round up to whole cache lines, and its block has a header.
+        let fits = left.saturating_sub(FILTER_SLACK_BYTES) as f64 * 8.0 / keys as f64;
+        let bits = bits.min(fits);
+        (bits >= 1.0).then_some(bits)
     }
 
     /// Merges `inputs` into tables on `output_level`, splitting at the target size.
@@ -285,6 +370,7 @@ impl Inner {
             current.imm.clone()
         })?;
         self.notify_progress();
+        self.save_probe_stats();
         Ok(())
     }
 
@@ -327,6 +413,12 @@ impl Inner {
                 last_key: None,
                 exhausted: &exhausted,
             };
+            // Filter bytes this compaction's outputs hold so far (for the budget).
+            let pending: u64 = added
+                .iter()
+                .map(|(_, h)| h.table().map_or(0, |t| t.filter_memory_bytes() as u64))
+                .sum();
+            let sizes = (removed, incoming, pending);
             let mut next_lo = None;
             let pieces = |last: Option<&[u8]>| {
                 let dels = range_dels.as_ref()?;
@@ -338,8 +430,7 @@ impl Inner {
                 next_lo = hi;
                 Some(clipped)
             };
-            let built =
-                self.build_table(number, output_level, (removed, incoming), chunk, pieces)?;
+            let built = self.build_table(number, output_level, sizes, chunk, pieces)?;
             lo = next_lo;
             if let Some(h) = built {
                 added.push((output_level, Arc::new(h)));
@@ -370,6 +461,10 @@ impl Inner {
         compaction::pick(&version, &self.options, &mut maint.compact_pointer)
     }
 }
+
+/// Bytes a filter may take beyond `bits per key × keys / 8`: Bloom filters round up
+/// to whole 64-byte cache lines, and every block has a small header and trailer.
+const FILTER_SLACK_BYTES: u64 = 96;
 
 /// Passes entries through until the table being written reaches its target size, and
 /// then to the end of the current key: a key's versions never straddle two tables, so

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem};
 use crate::memtable::{ByteArena, Memtable};
-use crate::options::Options;
+use crate::options::{FilterAllocation, Options};
+use crate::probe_stats::{ProbeStats, Raw, Tracker};
 use crate::recovery::ClosedMark;
 use crate::sstable::TableCache;
 use crate::stats::{Counters, DbStats};
@@ -108,6 +109,8 @@ pub(super) struct Inner {
     pub(super) bg_error: Mutex<Option<String>>,
     /// The live snapshots: what flushes and compactions must keep versions for.
     pub(super) snapshots: SnapshotList,
+    /// Where lookups went, for `FilterAllocation::Adaptive` (see `probe_stats.rs`).
+    pub(super) probes: Mutex<Tracker>,
     /// The directory's lock (`None` for a read-only open, which takes none).
     _lock: Option<FileLock>,
 }
@@ -171,6 +174,41 @@ impl Parts {
     }
 }
 
+/// Under `FilterAllocation::Adaptive`: the probe statistics the last run left (a
+/// damaged file ignored and counted), and, unless the user sized them, learned
+/// negatives given their share of the tree's filter memory (within the filter
+/// budget). Otherwise an empty tracker.
+fn adaptive_start(
+    fs: &Arc<dyn FileSystem>,
+    dir: &std::path::Path,
+    options: &Options,
+    counters: &Counters,
+    version: &crate::version::Version,
+) -> Tracker {
+    let mut tracker = Tracker::default();
+    if options.filter_allocation != FilterAllocation::Adaptive {
+        return tracker;
+    }
+    match ProbeStats::read(fs.as_ref(), dir) {
+        Ok(Some(stats)) => tracker.stats = stats,
+        Ok(None) => {}
+        Err(_) => crate::stats::bump(&counters.probe_stats_damaged),
+    }
+    if options.learned_memory == 0 {
+        let share = tracker.stats.learned_share();
+        tracker.learned_share = share;
+        let keys: u64 = version.tables().map(|(_, t)| t.entries()).sum();
+        let mut filters = options.bits_per_key * keys as f64 / 8.0;
+        if let Some(budget) = options.filter_memory_budget {
+            filters = filters.min(budget as f64);
+        }
+        if let Some(learned) = crate::learned::LearnedNegatives::new((filters * share) as usize) {
+            let _ = counters.learned.set(learned); // none was made: learned_memory is 0
+        }
+    }
+    tracker
+}
+
 /// Where an open's recovery left the store: what [`Inner::new`] starts from.
 pub(super) struct Recovered {
     /// The live tables.
@@ -202,6 +240,13 @@ impl Inner {
             counters,
             table_cache,
         } = parts;
+        let probes = Mutex::new(adaptive_start(
+            &fs,
+            &dir,
+            &options,
+            &counters,
+            &recovered.version,
+        ));
         Inner {
             fs,
             policy,
@@ -235,6 +280,7 @@ impl Inner {
             wake: Condvar::new(),
             bg_error: Mutex::new(None),
             snapshots: SnapshotList::default(),
+            probes,
             _lock: lock,
             options,
             dir,
@@ -250,6 +296,32 @@ impl Inner {
             options: &self.options,
             counters: &self.counters,
             policies: &self.policies,
+        }
+    }
+
+    /// Under `FilterAllocation::Adaptive`, folds the read path's counters into the
+    /// probe statistics and returns them (with the learned negatives' share);
+    /// `None` under the other allocations.
+    pub(super) fn probe_stats(&self) -> Option<(ProbeStats, f64)> {
+        if self.options.filter_allocation != FilterAllocation::Adaptive {
+            return None;
+        }
+        let mut t = lock(&self.probes);
+        t.fold(Raw::of(&self.counters.snapshot()));
+        Some((t.stats, t.learned_share))
+    }
+
+    /// Under `FilterAllocation::Adaptive`, writes the probe statistics to `PROBES`
+    /// (after a flush or compaction, and at close). Best effort: a failure is counted
+    /// in `DbStats::probe_stats_damaged` and the next open starts from the older file.
+    pub(super) fn save_probe_stats(&self) {
+        if self.options.read_only {
+            return;
+        }
+        if let Some((stats, _)) = self.probe_stats() {
+            if stats.write(self.fs.as_ref(), &self.dir).is_err() {
+                crate::stats::bump(&self.counters.probe_stats_damaged);
+            }
         }
     }
 

@@ -455,6 +455,7 @@ impl Db {
         if let Some(worker) = lock(&self.worker).take() {
             let _ = worker.join();
         }
+        self.inner.save_probe_stats();
         let mut w = lock(&self.inner.writer);
         w.wal.sync()?;
         self.inner.mark_closed(&w);
