@@ -409,19 +409,7 @@ pub fn write_manifest(fs: &dyn FileSystem, dir: &Path, state: &ManifestState) ->
         .validate()
         .map_err(|reason| Error::InvalidArgument(format!("manifest state: {reason}")))?;
     let bytes = state.encode();
-    let tmp = manifest_tmp_path(dir);
-    let written = (|| {
-        let mut file = fs.create(&tmp)?;
-        file.append(&bytes)?;
-        file.sync()
-    })();
-    if let Err(e) = written {
-        // A half-written temp file is garbage; on a full disk it holds needed space.
-        let _ = fs.remove(&tmp);
-        return Err(e.into());
-    }
-    fs.rename(&tmp, &manifest_path(dir))?;
-    fs.sync_dir(dir)?;
+    crate::fs::replace_durably(fs, &manifest_tmp_path(dir), &manifest_path(dir), &bytes)?;
     Ok(())
 }
 

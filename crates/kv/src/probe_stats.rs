@@ -243,18 +243,8 @@ impl ProbeStats {
     /// Writes `dir`'s `PROBES` file durably: `PROBES.tmp`, fsync, rename, fsync of the
     /// directory. A crash leaves the old file or the new one.
     pub fn write(&self, fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
-        let tmp = filename::probes_tmp_path(dir);
-        let written = (|| {
-            let mut file = fs.create(&tmp)?;
-            file.append(&self.encode())?;
-            file.sync()
-        })();
-        if let Err(e) = written {
-            let _ = fs.remove(&tmp);
-            return Err(e);
-        }
-        fs.rename(&tmp, &filename::probes_path(dir))?;
-        fs.sync_dir(dir)
+        let (tmp, dest) = (filename::probes_tmp_path(dir), filename::probes_path(dir));
+        crate::fs::replace_durably(fs, &tmp, &dest, &self.encode())
     }
 }
 

@@ -399,18 +399,11 @@ impl Settings {
     /// `SETTINGS`, fsync of the directory. A crash at any step leaves the old file or
     /// the new one; a failed step removes the temp file.
     pub fn write(&self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-        let tmp = filename::settings_tmp_path(dir);
-        let written = (|| {
-            let mut file = fs.create(&tmp)?;
-            file.append(&self.encode())?;
-            file.sync()
-        })();
-        if let Err(e) = written {
-            let _ = fs.remove(&tmp);
-            return Err(e.into());
-        }
-        fs.rename(&tmp, &filename::settings_path(dir))?;
-        fs.sync_dir(dir)?;
+        let (tmp, dest) = (
+            filename::settings_tmp_path(dir),
+            filename::settings_path(dir),
+        );
+        crate::fs::replace_durably(fs, &tmp, &dest, &self.encode())?;
         Ok(())
     }
 }

@@ -140,6 +140,34 @@ pub fn copy_file<F: FileSystem + ?Sized>(fs: &F, from: &Path, to: &Path) -> io::
     }
 }
 
+/// Makes `bytes` the whole content of `dest` atomically: write them to `tmp`, fsync
+/// it, rename it over `dest`, fsync `dest`'s directory so the rename itself survives
+/// a crash. A crash at any step leaves the old `dest` or the new one, never a mix; on
+/// an error before the rename the half-written `tmp` is removed (on a full disk it
+/// holds needed space). The manifest, the settings and the probe statistics are all
+/// written this way.
+pub fn replace_durably<F: FileSystem + ?Sized>(
+    fs: &F,
+    tmp: &Path,
+    dest: &Path,
+    bytes: &[u8],
+) -> io::Result<()> {
+    let written = fs.create(tmp).and_then(|mut file| {
+        file.append(bytes)?;
+        file.sync()
+    });
+    if let Err(e) = written {
+        let _ = fs.remove(tmp);
+        return Err(e);
+    }
+    fs.rename(tmp, dest)?;
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    fs.sync_dir(dir)
+}
+
 /// An exclusive lock on a file (and, on the OS file system, on its directory),
 /// released on drop.
 pub struct FileLock {
