@@ -148,6 +148,51 @@ fn a_checkpoint_refuses_a_target_that_holds_files() {
     assert_eq!(ck.sequence, 1);
 }
 
+#[test]
+fn an_adaptive_stores_checkpoint_carries_its_probe_statistics() {
+    use bloomkv_kv::probe_stats::ProbeStats;
+    use bloomkv_kv::FilterAllocation;
+    let dir = tempfile::tempdir().unwrap();
+    let options = || Options {
+        filter_allocation: FilterAllocation::Adaptive,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path().join("live"), options()).unwrap();
+    let k = |i: u64| format!("k{i:06}");
+    for i in 0..2_000u64 {
+        db.put(k(2 * i), "v").unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..500u64 {
+        assert_eq!(db.get(k(2 * i + 1)).unwrap(), None);
+    }
+    let out = dir.path().join("out");
+    db.checkpoint(&out).unwrap();
+    let fs = bloomkv_kv::fs::OsFileSystem;
+    let copied = ProbeStats::read(&fs, &out)
+        .unwrap()
+        .expect("the checkpoint's PROBES");
+    // Every absent get above was a lookup the statistics fold in.
+    assert!(copied.lookups >= 500.0, "{copied:?}");
+    db.close().unwrap();
+
+    // The copy opens with them: its first flush plans from the learned weights, and
+    // nothing is reported damaged.
+    let copy = Db::open(&out, options()).unwrap();
+    assert_eq!(copy.stats().probe_stats_damaged, 0);
+    assert_eq!(copy.get(k(2)).unwrap().as_deref(), Some(&b"v"[..]));
+    copy.close().unwrap();
+
+    // Under the other allocations there is nothing to copy.
+    let plain = Db::open(dir.path().join("plain"), Options::default()).unwrap();
+    plain.put("k", "v").unwrap();
+    plain.checkpoint(dir.path().join("plain-out")).unwrap();
+    assert_eq!(
+        ProbeStats::read(&fs, &dir.path().join("plain-out")).unwrap(),
+        None
+    );
+}
+
 const DIR: &str = "/live";
 const OUT: &str = "/copy";
 

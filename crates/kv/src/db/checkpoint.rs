@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  flush the memtables ─► under `maint`: pin the current version, note its sequence
-//!    ─► link (or copy) each of its tables into OUT ─► copy SETTINGS ─► fsync OUT
+//!    ─► link (or copy) each of its tables into OUT ─► copy SETTINGS ─► write PROBES
+//!    ─► fsync OUT
 //!    ─► MANIFEST.tmp, fsync, rename to MANIFEST, fsync OUT   (the commit point)
 //! ```
 //!
@@ -34,6 +35,11 @@
 //! refuses a directory that holds tables but no manifest, so a failed checkpoint is
 //! never mistaken for a store. On failure the files made so far are deleted (best
 //! effort); the source store is only read from, apart from the flush.
+//!
+//! **What was learned.** Under `FilterAllocation::Adaptive` the copy gets the probe
+//! statistics as they are at the checkpoint (`PROBES`), so its filters keep being
+//! planned where lookups went. The learned negatives live in memory only, in the
+//! copy as in a reopened store: the workload fills them again.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -117,6 +123,13 @@ impl Inner {
                 let mut f = self.fs.create(&to)?;
                 f.append(&bytes)?;
                 f.sync()?;
+            }
+            // The probe statistics as they stand now, so the copy's adaptive allocation
+            // starts from what this store learned rather than blind.
+            if let Some((stats, _)) = self.probe_stats() {
+                made.push(filename::probes_tmp_path(&out));
+                made.push(filename::probes_path(&out));
+                stats.write(self.fs.as_ref(), &out)?;
             }
             self.fs.sync_dir(&out)?;
             // No log: the number after every table's, and the next file after it.
