@@ -140,7 +140,15 @@ pub(crate) struct Version {
 struct L0Bounds {
     prefix: Vec<u8>,
     words: Vec<(u64, u64)>,
-    ribbons: OnceLock<Vec<RibbonProbe>>,
+    ribbons: OnceLock<L0Ribbons>,
+}
+
+/// Every L0 table's Ribbon probe, and which tables hold range tombstones (bit `i`:
+/// `l0[i]`). Empty where some L0 table has no Ribbon filter.
+#[derive(Debug, Clone, Default)]
+struct L0Ribbons {
+    probes: Vec<RibbonProbe>,
+    range_dels: u64,
 }
 
 impl L0Bounds {
@@ -168,21 +176,26 @@ impl L0Bounds {
         }
     }
 
-    /// Every L0 table's Ribbon probe (see `ribbons`), made on first call.
-    fn ribbons(&self, l0: &[Arc<TableHandle>]) -> &[RibbonProbe] {
+    /// Every L0 table's Ribbon probe and the tables with range tombstones (see
+    /// [`L0Ribbons`]), made on first call.
+    fn ribbons(&self, l0: &[Arc<TableHandle>]) -> &L0Ribbons {
         self.ribbons.get_or_init(|| {
-            // A table with range tombstones must be asked about them even where its
-            // filter says "no" (`Table::probe_hit_at`): then gets go table by table.
-            l0.iter()
-                .map(|t| {
+            let mut range_dels = 0u64;
+            let probes = l0
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
                     let table = t.table().ok()?;
                     if table.range_dels().is_some() {
-                        return None;
+                        range_dels |= 1 << i;
                     }
                     table.ribbon_probe()
                 })
-                .collect::<Option<_>>()
-                .unwrap_or_default()
+                .collect::<Option<Vec<_>>>();
+            match probes {
+                Some(probes) => L0Ribbons { probes, range_dels },
+                None => L0Ribbons::default(),
+            }
         })
     }
 }
@@ -231,8 +244,8 @@ impl Version {
         let l0 = &self.levels[0];
         let bounds = &self.l0_bounds;
         if l0.len() <= 64 && bounds.words.len() == l0.len() {
-            let ribbons = bounds.ribbons(l0);
-            let ribbons = (ribbons.len() == l0.len()).then_some(ribbons);
+            let all = bounds.ribbons(l0);
+            let ribbons = (all.probes.len() == l0.len()).then_some(all.probes.as_slice());
             let mut candidates = 0u64;
             if keycmp::starts_with(key, &bounds.prefix) {
                 let w = keycmp::word_after(key, bounds.prefix.len());
@@ -254,6 +267,24 @@ impl Version {
                 }
             }
             if let Some(ribbons) = ribbons {
+                // A range tombstone covering the key in table `j` answers for every
+                // older table: the filters are asked only above it, and `j` itself,
+                // whose answer is the tombstone unless it holds a newer version, last.
+                let mut stop = None;
+                let mut asked = candidates & all.range_dels;
+                while asked != 0 {
+                    let j = asked.trailing_zeros() as usize;
+                    asked &= asked - 1;
+                    let covered = l0[j]
+                        .table()?
+                        .range_dels()
+                        .and_then(|r| r.newest_covering(key, read_seq));
+                    if covered.is_some() {
+                        stop = Some(j);
+                        candidates &= (1u64 << j) - 1;
+                        break;
+                    }
+                }
                 // Every filter asked in one call; a table is read only where its
                 // filter says "maybe".
                 while candidates != 0 {
@@ -264,6 +295,9 @@ impl Version {
                     if let Some(hit) = l0[i].table()?.read_hit_at(key, hash, read_seq, tally)? {
                         return Ok(Some(hit));
                     }
+                }
+                if let Some(j) = stop {
+                    return l0[j].table()?.probe_hit_at(key, hash, read_seq, tally);
                 }
             }
             while candidates != 0 {
@@ -514,7 +548,8 @@ mod tests {
     /// A range tombstone in a newer L0 table hides a key of an older one whose Ribbon
     /// filter says "maybe" (it holds the key) while the newer table's filter says "no"
     /// (it holds no entry for it): the side-by-side Ribbon walk, which would skip the
-    /// newer table on its filter's "no", must not be used over such a table.
+    /// newer table on its filter's "no", must stop at such a table and let its
+    /// tombstone answer.
     #[test]
     fn a_range_tombstone_in_l0_hides_a_key_below_it_despite_the_ribbon_walk() {
         use crate::range_del::{Fragments, RangeTombstone};
@@ -555,7 +590,9 @@ mod tests {
         b.finish().unwrap();
         let new_data = file.data.lock().unwrap().clone();
         let version = Version::empty().apply(&[], vec![open(new_data, 2), open(old_data, 1)]);
-        assert!(version.l0_bounds.ribbons(version.level(0)).is_empty());
+        // The side-by-side walk is used, knowing which table holds tombstones.
+        let ribbons = version.l0_bounds.ribbons(version.level(0));
+        assert_eq!((ribbons.probes.len(), ribbons.range_dels), (2, 0b01));
         for i in 0..6000 {
             let k = key(i);
             let mut tally = ReadTally::default();
@@ -600,7 +637,7 @@ mod tests {
             })
             .collect();
         let version = Version::empty().apply(&[], tables);
-        assert_eq!(version.l0_bounds.ribbons(version.level(0)).len(), 6);
+        assert_eq!(version.l0_bounds.ribbons(version.level(0)).probes.len(), 6);
         let (mut found, mut read) = (0, 0);
         for i in 0..28_100 {
             let k = key(i);

@@ -219,6 +219,15 @@ fn random_operations_match_a_btreemap_standard() {
     run(11, 3000, FilterKind::StandardBloom);
 }
 
+/// Ribbon filters in every L0 table: gets ask them side by side, stopping at a table
+/// whose range tombstone covers the key.
+#[test]
+fn random_operations_match_a_btreemap_ribbon() {
+    for seed in [31, 32] {
+        run(seed, 3000, FilterKind::Ribbon);
+    }
+}
+
 #[test]
 fn random_operations_match_a_btreemap_without_filter() {
     run(21, 3000, FilterKind::None);
