@@ -1,4 +1,5 @@
-//! The store against a model over the option space: every filter kind, LZ4 or raw
+//! The store against a model over the option space, range deletes among the writes:
+//! every filter kind, LZ4 or raw
 //! blocks (ZSTD on the bottommost level in one variant of four), Monkey allocation, prefix extractors of several lengths, range filters,
 //! dynamic levels, tiny blocks and restart intervals. Up to six live snapshots, each
 //! with a copy of the model; every check is a get, a forward scan with values, then
@@ -261,6 +262,17 @@ fn run(seed: u64, steps: usize, cfg: Cfg) {
                 snaps.clear();
                 db.close().unwrap();
                 db = Db::open(dir.path(), options(cfg)).unwrap();
+            }
+            98..=99 => {
+                // A range tombstone over [a, b): every key the model holds there goes.
+                let (mut a, mut b) = (key(&mut rng), key(&mut rng));
+                if a > b {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                if a < b {
+                    db.delete_range(&a, &b).unwrap();
+                    model.retain(|k, _| !(a <= *k && *k < b));
+                }
             }
             _ => {}
         }
