@@ -70,7 +70,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
-    /// no-last-level, comma-separated; `NAME+ribbon` builds Ribbon filters instead of
+    /// no-last-level, adaptive, comma-separated; `NAME+ribbon` builds Ribbon filters instead of
     /// the cache-local Bloom, `NAME@BITS` gives one its own memory budget in bits per
     /// key (`monkey@8`: Monkey with 80% of uniform's memory at 10).
     #[arg(long, default_value = "uniform,monkey,no-last-level")]
