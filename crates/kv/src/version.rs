@@ -20,9 +20,15 @@ use bloomkv_filter::{KeyHash, RibbonProbe};
 use crate::error::Result;
 use crate::keycmp;
 use crate::lazy_table::{LazyTable, TableOpener, TableRecord};
-use crate::sstable::{BatchKey, BatchTally, Table};
+use crate::sstable::{prefetch_fetched, BatchKey, BatchTally, Table, PREFETCH_AHEAD};
 use crate::stats::ReadTally;
 use crate::types::{Hit, SeqNo, NUM_LEVELS};
+
+/// How many filter lines a batch asks for ahead of the key it tests, across the tables
+/// that key meets (`Version::multi_get_l0_ribbons`): enough to keep several memory
+/// misses in flight, few enough that the lines are still cached when their key's turn
+/// comes.
+const BATCH_PREFETCH_LINES: usize = 16;
 
 /// A live table: its number, what the manifest knows of it, and its reader, opened on
 /// first use (see `lazy_table::LazyTable`).
@@ -174,6 +180,31 @@ impl L0Bounds {
                 .collect(),
             ribbons: OnceLock::new(),
         }
+    }
+
+    /// The L0 tables whose range covers `key`, one bit per table (table `i`: bit
+    /// `i`); `None` when the words do not describe `l0` (more than 64 tables).
+    #[inline]
+    fn covering(&self, l0: &[Arc<TableHandle>], key: &[u8]) -> Option<u64> {
+        if l0.len() > 64 || self.words.len() != l0.len() {
+            return None;
+        }
+        if !keycmp::starts_with(key, &self.prefix) {
+            return Some(0);
+        }
+        let w = keycmp::word_after(key, self.prefix.len());
+        let mut covered = 0u64;
+        for (i, (handle, &(lo, hi))) in l0.iter().zip(&self.words).enumerate() {
+            let inside = if lo < w && w < hi {
+                true
+            } else if w < lo || hi < w {
+                false
+            } else {
+                handle.covers(key) // a tie: the words cannot tell
+            };
+            covered |= u64::from(inside) << i;
+        }
+        Some(covered)
     }
 
     /// Every L0 table's Ribbon probe and the tables with range tombstones (see
@@ -335,15 +366,19 @@ impl Version {
 
     /// [`Version::get`] for a batch: the newest version of each key of `batch` at or
     /// below `read_seq`, put in `found` (indexed like `batch`). `pending` lists the
-    /// positions in `batch` to look up, sorted by key (duplicates side by side).
+    /// positions in `batch` to look up, in any order (a key may appear twice).
     ///
-    /// Table by table rather than key by key: L0 newest first, then each deeper level
-    /// in key order. Each table is handed the run of still-unanswered keys its range
-    /// covers (a run, since the keys are sorted: two binary searches find it), asks its
-    /// filter about all of them with lines prefetched ahead, and reads each block the
-    /// survivors need once (`sstable/batch.rs`). A key answered by a table leaves the
-    /// run before the next table, so every key meets exactly the tables, in the order,
-    /// that [`Version::get`] would show it, and is tallied as that get would be.
+    /// When every L0 table has a Ribbon filter (as [`Version::get`] then asks them side
+    /// by side), L0 is asked key by key in rounds (`multi_get_l0_ribbons`): no sorting,
+    /// and every key's filters are asked in one call, their lines requested a few keys
+    /// ahead. Otherwise, and on the deeper levels, table by table rather than key by
+    /// key: L0 newest first, then each deeper level in key order. Each table is handed
+    /// the run of still-unanswered keys its range covers (a run, since the keys are then
+    /// sorted: two binary searches find it), asks its filter about all of them with
+    /// lines prefetched ahead, and reads each block the survivors need once
+    /// (`sstable/batch.rs`). Either way a key answered by a table leaves the batch
+    /// before the next table, so every key meets exactly the tables, in the order, that
+    /// [`Version::get`] would show it, and is tallied as that get would be.
     pub(crate) fn multi_get(
         &self,
         batch: &[BatchKey],
@@ -353,6 +388,23 @@ impl Version {
         batch_tally: &mut BatchTally,
         found: &mut [Option<Hit>],
     ) -> Result<()> {
+        let l0 = &self.levels[0];
+        let side_by_side =
+            !l0.is_empty() && l0.len() <= 64 && self.l0_bounds.words.len() == l0.len() && {
+                // Tables with range tombstones need their tombstones asked per key,
+                // which the side-by-side rounds do not: such an L0 goes table by table.
+                let r = self.l0_bounds.ribbons(l0);
+                r.probes.len() == l0.len() && r.range_dels == 0
+            };
+        let deeper = self.levels[1..].iter().any(|l| !l.is_empty());
+        if side_by_side {
+            self.multi_get_l0_ribbons(batch, &mut pending, read_seq, tally, batch_tally, found)?;
+            if pending.is_empty() || !deeper {
+                return Ok(());
+            }
+        }
+        // The table-by-table walk takes the keys in key order.
+        pending.sort_unstable_by(|&a, &b| batch[a as usize].key.cmp(batch[b as usize].key));
         let mut run = Vec::new();
         let mut ask = |handle: &TableHandle,
                        keys: &[u32],
@@ -376,21 +428,25 @@ impl Version {
         // every later table may need are hinted to the OS at once, so their device
         // reads overlap with the ones before them instead of waiting for their table's
         // turn (`Version::hint_from`).
-        let mut hinted = false;
-        for (i, handle) in self.levels[0].iter().enumerate() {
-            if pending.is_empty() {
-                return Ok(());
+        let mut hinted = side_by_side && batch_tally.cache_misses > 0;
+        if !side_by_side {
+            for (i, handle) in l0.iter().enumerate() {
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let covered = covered_run(batch, &pending, handle);
+                if covered.is_empty() {
+                    continue;
+                }
+                ask(handle, &pending[covered], tally, batch_tally, found)?;
+                pending.retain(|&k| found[k as usize].is_none());
+                if !hinted && batch_tally.cache_misses > 0 {
+                    hinted = true;
+                    self.hint_from(batch, &pending, i + 1);
+                }
             }
-            let covered = covered_run(batch, &pending, handle);
-            if covered.is_empty() {
-                continue;
-            }
-            ask(handle, &pending[covered], tally, batch_tally, found)?;
-            pending.retain(|&k| found[k as usize].is_none());
-            if !hinted && batch_tally.cache_misses > 0 {
-                hinted = true;
-                self.hint_from(batch, &pending, i + 1);
-            }
+        } else if hinted {
+            self.hint_deeper(batch, &pending, 1);
         }
         for (n, level) in self.levels.iter().enumerate().skip(1) {
             if pending.is_empty() {
@@ -408,6 +464,142 @@ impl Version {
             }
         }
         Ok(())
+    }
+
+    /// L0's share of [`Version::multi_get`] when every L0 table has a Ribbon filter
+    /// and none holds range tombstones ([`L0Bounds::ribbons`]): what [`Version::get`]
+    /// does for one key, done for all of `pending` in rounds, software-pipelined.
+    ///
+    /// ```text
+    ///  each key: the L0 tables covering it (a bit mask, no sorting)
+    ///  round:  key j's filters asked side by side   (lines of key j+ahead requested)
+    ///            -> its first "maybe" table, or no table left
+    ///          the index block of each (key, table) -- independent searches
+    ///          sorted by (table, block): one lookup per block, misses read together
+    ///          the blocks' lines asked for stage by stage (`prefetch_fetched`)
+    ///          a key found leaves; one whose "maybe" was false goes to the next round
+    /// ```
+    ///
+    /// Keys answered leave `pending`; the rest go on to the deeper levels.
+    fn multi_get_l0_ribbons(
+        &self,
+        batch: &[BatchKey],
+        pending: &mut Vec<u32>,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        batch_tally: &mut BatchTally,
+        found: &mut [Option<Hit>],
+    ) -> Result<()> {
+        let l0 = &self.levels[0];
+        let ribbons = self.l0_bounds.ribbons(l0).probes.as_slice();
+        // Each key with the L0 tables still to ask about it; keys no table covers
+        // leave at once.
+        let mut live: Vec<(u32, u64)> = Vec::with_capacity(pending.len());
+        for &k in pending.iter() {
+            let covered = self
+                .l0_bounds
+                .covering(l0, batch[k as usize].key)
+                .unwrap_or(0);
+            if covered != 0 {
+                live.push((k, covered));
+            }
+        }
+        // How many keys ahead their filter lines are requested: about
+        // `BATCH_PREFETCH_LINES` lines in flight, however many tables a key meets.
+        let ahead = (BATCH_PREFETCH_LINES / l0.len()).clamp(1, PREFETCH_AHEAD);
+        let prefetch = |(k, covered): (u32, u64)| {
+            let hash = batch[k as usize].hash;
+            let mut c = covered;
+            while c != 0 {
+                ribbons[c.trailing_zeros() as usize].prefetch(hash);
+                c &= c - 1;
+            }
+        };
+        let mut reads: Vec<(u32, usize, u32)> = Vec::new();
+        let mut located: Vec<(usize, u32)> = Vec::new();
+        let mut fetched = Vec::new();
+        let mut starts = Vec::new();
+        while !live.is_empty() {
+            reads.clear();
+            for &item in live.iter().take(ahead) {
+                prefetch(item);
+            }
+            for j in 0..live.len() {
+                if let Some(&item) = live.get(j + ahead) {
+                    prefetch(item);
+                }
+                let (k, candidates) = &mut live[j];
+                let BatchKey { key, hash } = batch[*k as usize];
+                let before = *candidates;
+                let maybe = RibbonProbe::first_maybe(ribbons, candidates, hash);
+                tally.filters_asked(before ^ *candidates, maybe.is_some());
+                if let Some(t) = maybe {
+                    let table = l0[t].table()?;
+                    let block = table.inner.index.find(key);
+                    // As `Table::read_hit_at`: a learned negative spares the block, and
+                    // the key goes on to its next table.
+                    let skip = table
+                        .learned()
+                        .is_some_and(|(learned, id)| learned.skips(id, block, hash));
+                    if !skip {
+                        reads.push((t as u32, block, *k));
+                    }
+                }
+            }
+            // Newest table first, each table's keys by block: one lookup per block.
+            reads.sort_unstable();
+            located.clear();
+            located.extend(reads.iter().map(|&(_, i, k)| (i, k)));
+            fetched.clear();
+            let mut hinted = false;
+            let mut start = 0;
+            while start < reads.len() {
+                let t = reads[start].0;
+                let end = start + reads[start..].partition_point(|r| r.0 == t);
+                let table = l0[t as usize].table()?;
+                table.fetch_located(&located[start..end], start, t, batch_tally, &mut fetched)?;
+                // Meeting the device: the blocks the round's later tables need are
+                // hinted at once, so their reads overlap these (see `multi_get`).
+                if !hinted && batch_tally.cache_misses > 0 {
+                    hinted = true;
+                    self.hint_l0_reads(&reads[end..]);
+                }
+                start = end;
+            }
+            prefetch_fetched(batch, &located, &fetched, &mut starts);
+            for f in fetched.drain(..) {
+                let table = l0[f.table as usize].table()?;
+                table.search_fetched(
+                    batch,
+                    &located,
+                    &starts,
+                    f,
+                    read_seq,
+                    tally,
+                    batch_tally,
+                    found,
+                )?;
+            }
+            live.retain(|&(k, candidates)| found[k as usize].is_none() && candidates != 0);
+        }
+        pending.retain(|&k| found[k as usize].is_none());
+        Ok(())
+    }
+
+    /// Hints the uncached blocks of `reads` ((table, block, key) as
+    /// `multi_get_l0_ribbons` makes them, sorted) to the OS, table by table.
+    fn hint_l0_reads(&self, reads: &[(u32, usize, u32)]) {
+        let l0 = &self.levels[0];
+        let mut located = Vec::new();
+        for (n, r) in reads.iter().enumerate() {
+            located.push((r.1, r.2));
+            if reads.get(n + 1).is_none_or(|next| next.0 != r.0) {
+                if let Ok(table) = l0[r.0 as usize].table() {
+                    table.hint_located(&located);
+                }
+                located.clear();
+            }
+        }
     }
 
     /// Hints the uncached blocks `pending` may need in L0's tables from position
@@ -604,14 +796,42 @@ mod tests {
             assert_eq!(got.is_some(), !hidden, "key {i}");
             assert_eq!(tally.range_del_answers, u64::from(hidden), "key {i}");
         }
+        // A batch answers as the gets do: the tombstone hides the older table's keys.
+        let keys: Vec<Vec<u8>> = (0..6000).map(key).collect();
+        let batch: Vec<BatchKey> = keys
+            .iter()
+            .map(|k| BatchKey {
+                key: k,
+                hash: KeyHash::of(k),
+            })
+            .collect();
+        let mut found = vec![None; batch.len()];
+        let (mut tally, mut batch_tally) = (ReadTally::default(), BatchTally::default());
+        let pending = (0..batch.len() as u32).collect();
+        version
+            .multi_get(
+                &batch,
+                pending,
+                READ_LATEST,
+                &mut tally,
+                &mut batch_tally,
+                &mut found,
+            )
+            .unwrap();
+        for (i, hit) in found.into_iter().enumerate() {
+            let hidden = (1000..2000).contains(&i);
+            assert_eq!(
+                hit.and_then(Hit::live_value).is_some(),
+                !hidden,
+                "batch key {i}"
+            );
+        }
+        assert_eq!(tally.range_del_answers, 1000);
     }
 
-    /// With a Ribbon filter in every L0 table, a get asks the filters side by side
-    /// (`RibbonProbe`); it must answer, and tally, as asking each table through its
-    /// own reader, newest first, does.
-    #[test]
-    fn ribbon_l0_answers_and_tallies_as_table_by_table() {
-        // Few bits per key: many false positives, so the reads after a "maybe" run too.
+    /// Six overlapping L0 tables with Ribbon filters of few bits per key (many false
+    /// positives): every twelfth key in all of them, the newest holding the answer.
+    fn six_ribbon_tables() -> Version {
         let policy: Arc<dyn FilterPolicy> = Arc::new(RibbonPolicy::new(5.0).unwrap());
         let options = TableOptions {
             filter_policy: Some(policy.clone()),
@@ -620,8 +840,6 @@ mod tests {
         let key = |i: u32| format!("key{i:06}").into_bytes();
         let tables: Vec<(usize, Arc<TableHandle>)> = (0..6u32)
             .map(|t| {
-                // Overlapping ranges of even keys; every twelfth in all of them, the
-                // newest table (the highest number) holding the answer.
                 let entries: Vec<TestEntry> = (t * 1_000..t * 1_000 + 9_000)
                     .filter(|i| i % 6 == t || i % 12 == 0)
                     .map(|i| (key(2 * i), u64::from(t) + 1, ValueKind::Put, vec![t as u8]))
@@ -636,7 +854,70 @@ mod tests {
                 (0, Arc::new(TableHandle::opened(number, table)))
             })
             .collect();
-        let version = Version::empty().apply(&[], tables);
+        Version::empty().apply(&[], tables)
+    }
+
+    /// A batch over L0 tables that all have Ribbon filters goes key by key in rounds
+    /// (`multi_get_l0_ribbons`): a key whose first "maybe" was false goes on in the
+    /// next round. Its answers and its tally must be a loop of gets', whatever the
+    /// keys' order, with keys asked twice, and at a snapshot's sequence number too.
+    #[test]
+    fn a_batch_over_ribbon_l0_answers_and_tallies_as_a_loop_of_gets() {
+        let version = six_ribbon_tables();
+        assert_eq!(version.l0_bounds.ribbons(version.level(0)).probes.len(), 6);
+        let key = |i: u32| format!("key{i:06}").into_bytes();
+        // Unsorted, present and absent, within and outside the tables' ranges, and a
+        // repeat of each tenth key; fixed by a multiplicative step over 0..28,100.
+        let mut keys: Vec<Vec<u8>> = (0..3_000u32).map(|n| key(n * 7_919 % 28_100)).collect();
+        keys.extend((0..300u32).map(|n| key(n * 70_790 % 28_100)));
+        for read_seq in [READ_LATEST, 3] {
+            let batch: Vec<BatchKey> = keys
+                .iter()
+                .map(|k| BatchKey {
+                    key: k,
+                    hash: KeyHash::of(k),
+                })
+                .collect();
+            let mut found = vec![None; batch.len()];
+            let (mut tally, mut batch_tally) = (ReadTally::default(), BatchTally::default());
+            let pending = (0..batch.len() as u32).collect();
+            version
+                .multi_get(
+                    &batch,
+                    pending,
+                    read_seq,
+                    &mut tally,
+                    &mut batch_tally,
+                    &mut found,
+                )
+                .unwrap();
+            let mut want_tally = ReadTally::default();
+            // Keys that met a false "maybe" and went on to a later round.
+            let mut false_maybes = 0;
+            for (k, got) in keys.iter().zip(&found) {
+                let before = want_tally;
+                let want = version
+                    .get(k, KeyHash::of(k), read_seq, &mut want_tally)
+                    .unwrap();
+                assert_eq!(got, &want, "{}", String::from_utf8_lossy(k));
+                let true_positives =
+                    want_tally.filter_true_positives - before.filter_true_positives;
+                let positives = want_tally.filter_positives - before.filter_positives;
+                false_maybes += usize::from(positives > true_positives);
+            }
+            assert_eq!(tally, want_tally, "read_seq {read_seq}");
+            assert!(found.iter().flatten().count() > 500);
+            assert!(false_maybes > 50, "{false_maybes}");
+        }
+    }
+
+    /// With a Ribbon filter in every L0 table, a get asks the filters side by side
+    /// (`RibbonProbe`); it must answer, and tally, as asking each table through its
+    /// own reader, newest first, does.
+    #[test]
+    fn ribbon_l0_answers_and_tallies_as_table_by_table() {
+        let key = |i: u32| format!("key{i:06}").into_bytes();
+        let version = six_ribbon_tables();
         assert_eq!(version.l0_bounds.ribbons(version.level(0)).probes.len(), 6);
         let (mut found, mut read) = (0, 0);
         for i in 0..28_100 {

@@ -50,9 +50,9 @@ impl Inner {
     ///
     /// ```text
     ///  keys ─► memtables, each key ─► answered ones out        (memtable_hits)
-    ///       ─► hash each once, sort the rest by key
-    ///       ─► Version::multi_get: table by table, L0 newest first, then by level
-    ///            filter all the table's keys (prefetched ahead)  (filter_*)
+    ///       ─► hash each once
+    ///       ─► Version::multi_get: L0 newest first, then by level
+    ///            filter each key's tables (lines prefetched ahead)  (filter_*)
     ///            group survivors by block; missing blocks read together
     ///            one search per key in its block; found keys leave the batch
     ///       ─► answers back in the order asked
@@ -85,11 +85,10 @@ impl Inner {
         add(&counters.multi_get_keys, n);
         add(&counters.gets, n);
 
-        // The memtables answer what they hold; the rest go to the tables, hashed once
-        // and sorted, so that each table's keys form one run and the keys of one block
-        // sit side by side.
+        // The memtables answer what they hold; the rest go to the tables, hashed once.
         let mut answers: Vec<Option<Bytes>> = vec![None; keys.len()];
-        let mut batch: Vec<(BatchKey, usize)> = Vec::with_capacity(keys.len());
+        let mut batch: Vec<BatchKey> = Vec::with_capacity(keys.len());
+        let mut slots: Vec<u32> = Vec::with_capacity(keys.len());
         let mut memtable_hits = 0;
         for (slot, key) in keys.iter().enumerate() {
             let key = key.as_ref();
@@ -104,21 +103,19 @@ impl Inner {
                     memtable_hits += 1;
                     answers[slot] = hit.live_value();
                 }
-                None => batch.push((
-                    BatchKey {
+                None => {
+                    batch.push(BatchKey {
                         key,
                         hash: KeyHash::of(key),
-                    },
-                    slot,
-                )),
+                    });
+                    slots.push(slot as u32);
+                }
             }
         }
         add(&counters.memtable_hits, memtable_hits);
         if batch.is_empty() {
             return Ok(answers);
         }
-        batch.sort_unstable_by(|a, b| a.0.key.cmp(b.0.key));
-        let (batch, slots): (Vec<BatchKey>, Vec<usize>) = batch.into_iter().unzip();
         let mut found: Vec<Option<Hit>> = vec![None; batch.len()];
         let mut tally = ReadTally::default();
         let mut batch_tally = BatchTally::default();
@@ -142,7 +139,7 @@ impl Inner {
         );
         result?;
         for (hit, slot) in found.into_iter().zip(slots) {
-            answers[slot] = hit.and_then(Hit::live_value);
+            answers[slot as usize] = hit.and_then(Hit::live_value);
         }
         Ok(answers)
     }

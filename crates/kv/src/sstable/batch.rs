@@ -25,6 +25,9 @@
 
 use bloomkv_filter::KeyHash;
 
+use std::ops::Range;
+
+use super::block::Block;
 use super::footer::BlockHandle;
 use super::reader::Table;
 use crate::error::Result;
@@ -55,6 +58,54 @@ pub(crate) struct BatchTally {
     pub(crate) overlapped_reads: u64,
     /// Blocks the cache lacked (each then read): the batch is meeting the device.
     pub(crate) cache_misses: u64,
+}
+
+/// A data block a batch looked up ([`Table::fetch_located`]), with the keys to search
+/// in it.
+#[derive(Debug)]
+pub(crate) struct Fetched {
+    /// The caller's number for the table the block is of.
+    pub(crate) table: u32,
+    block_no: usize,
+    offset: u64,
+    /// `None` only until the lookup fills it.
+    block: Option<Block>,
+    /// The keys' items in the caller's list.
+    keys: Range<usize>,
+}
+
+/// Asks for the lines the searches of `fetched`'s keys will read, one stage at a time
+/// over all the blocks, so that the misses of different blocks overlap: every block's
+/// restart array, then every block's restart keys, then for each key the run of entries
+/// its search scans (its start put in `starts`, indexed like `located`; `usize::MAX`
+/// where the block is malformed, for the search to report).
+pub(crate) fn prefetch_fetched(
+    batch: &[BatchKey],
+    located: &[(usize, u32)],
+    fetched: &[Fetched],
+    starts: &mut Vec<usize>,
+) {
+    let blocks = || {
+        fetched
+            .iter()
+            .filter_map(|f| f.block.as_ref().map(|b| (f, b)))
+    };
+    for (_, block) in blocks() {
+        block.prefetch_restart_array();
+    }
+    for (_, block) in blocks() {
+        block.prefetch_restarts();
+    }
+    starts.clear();
+    starts.resize(located.len(), usize::MAX);
+    for (f, block) in blocks() {
+        for j in f.keys.clone() {
+            if let Ok(pos) = block.run_of(batch[located[j].1 as usize].key) {
+                block.prefetch_run(pos);
+                starts[j] = pos;
+            }
+        }
+    }
 }
 
 impl Table {
@@ -140,62 +191,175 @@ impl Table {
         batch_tally: &mut BatchTally,
         found: &mut [Option<Hit>],
     ) -> Result<()> {
-        let t = &*self.inner;
-        let learned = self.learned();
+        let index = &self.inner.index;
+        let located: Vec<(usize, u32)> = keys
+            .iter()
+            .map(|&k| (index.find(batch[k as usize].key), k))
+            .collect();
+        self.read_located(batch, &located, read_seq, tally, batch_tally, found)
+    }
+
+    /// [`read_batch`](Self::read_batch) for keys whose data block is known: each item
+    /// of `located` is a block number (`IndexBlock::find` of the key) and a position in
+    /// `batch`, items of one block side by side. Each run of one block is one lookup
+    /// of it.
+    pub(crate) fn read_located(
+        &self,
+        batch: &[BatchKey],
+        located: &[(usize, u32)],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        batch_tally: &mut BatchTally,
+        found: &mut [Option<Hit>],
+    ) -> Result<()> {
         // A key a learned negative rules out needs no block (`learned.rs`).
-        let unlearned: Vec<u32>;
-        let keys = match learned {
-            None => keys,
+        let unlearned: Vec<(usize, u32)>;
+        let located = match self.learned() {
+            None => located,
             Some((learned, id)) => {
-                unlearned = keys
+                unlearned = located
                     .iter()
                     .copied()
-                    .filter(|&k| {
-                        let b = &batch[k as usize];
-                        !learned.skips(id, t.index.find(b.key), b.hash)
-                    })
+                    .filter(|&(i, k)| !learned.skips(id, i, batch[k as usize].hash))
                     .collect();
                 &unlearned[..]
             }
         };
-        // Each key's block, in key order; runs of one block become one group.
-        let mut groups: Vec<(usize, BlockHandle, std::ops::Range<usize>)> = Vec::new();
-        for (pos, &k) in keys.iter().enumerate() {
-            let i = t.index.find(batch[k as usize].key);
-            match groups.last_mut() {
-                Some((last, _, run)) if *last == i => run.end = pos + 1,
+        let mut fetched = Vec::new();
+        self.fetch_located(located, 0, 0, batch_tally, &mut fetched)?;
+        let mut starts = Vec::new();
+        prefetch_fetched(batch, located, &fetched, &mut starts);
+        for f in fetched {
+            self.search_fetched(
+                batch,
+                located,
+                &starts,
+                f,
+                read_seq,
+                tally,
+                batch_tally,
+                found,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Looks up the blocks `located` needs (items as for
+    /// [`read_located`](Self::read_located), none ruled out by a learned negative):
+    /// one lookup per run of one block, from the cache without asking for its lines
+    /// (`BlockCache::get_quiet`), the misses read together. One [`Fetched`] per block
+    /// goes to `out`, tagged `table`; `base` is where `located` starts in the list
+    /// the caller will search with.
+    pub(crate) fn fetch_located(
+        &self,
+        located: &[(usize, u32)],
+        base: usize,
+        table: u32,
+        batch_tally: &mut BatchTally,
+        out: &mut Vec<Fetched>,
+    ) -> Result<()> {
+        let t = &*self.inner;
+        let first = out.len();
+        let mut handles: Vec<BlockHandle> = Vec::new();
+        for (pos, &(i, _)) in located.iter().enumerate() {
+            let pos = base + pos;
+            match out[first..].last_mut() {
+                Some(f) if f.block_no == i => f.keys.end = pos + 1,
                 _ => {
                     // A key past the last block is not in the table (unreachable for a
                     // key within its range: the last separator is the largest key).
                     if let Some(handle) = t.index.handle(i) {
-                        groups.push((i, handle, pos..pos + 1));
+                        handles.push(handle);
+                        out.push(Fetched {
+                            table,
+                            block_no: i,
+                            offset: handle.offset,
+                            block: None,
+                            keys: pos..pos + 1,
+                        });
                     }
                 }
             }
         }
-        let handles: Vec<BlockHandle> = groups.iter().map(|g| g.1).collect();
         let blocks = t.file.read_data_blocks(
             &handles,
             &mut batch_tally.overlapped_reads,
             &mut batch_tally.cache_misses,
         )?;
-        for ((i, handle, run), block) in groups.into_iter().zip(blocks) {
-            if run.len() > 1 {
-                batch_tally.shared_blocks += 1;
-                batch_tally.lookups_saved += run.len() as u64 - 1;
-            }
-            for &k in &keys[run] {
-                let BatchKey { key, hash } = batch[k as usize];
-                let held_before = tally.filter_true_positives;
-                let hit =
-                    self.search_block(i, handle.offset, block.clone(), key, read_seq, tally)?;
-                if let Some((learned, id)) = learned {
-                    let held = hit.is_some();
-                    self.learn_if_absent(learned, id, i, hash, &block, held, held_before, tally);
-                }
-                found[k as usize] = hit;
-            }
+        for (f, block) in out[first..].iter_mut().zip(blocks) {
+            f.block = Some(block);
         }
         Ok(())
+    }
+
+    /// Searches the block of `f` (from [`fetch_located`](Self::fetch_located)) for each
+    /// of its keys (items of `located`, each starting at its run in `starts`, from
+    /// [`prefetch_fetched`]) and puts what the table holds in `found`; tallied as a
+    /// get's read of the block would be, and learned from where the table learns.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_fetched(
+        &self,
+        batch: &[BatchKey],
+        located: &[(usize, u32)],
+        starts: &[usize],
+        f: Fetched,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        batch_tally: &mut BatchTally,
+        found: &mut [Option<Hit>],
+    ) -> Result<()> {
+        let Some(block) = f.block else {
+            return Ok(());
+        };
+        if f.keys.len() > 1 {
+            batch_tally.shared_blocks += 1;
+            batch_tally.lookups_saved += f.keys.len() as u64 - 1;
+        }
+        let learned = self.learned();
+        for j in f.keys {
+            let k = located[j].1;
+            let BatchKey { key, hash } = batch[k as usize];
+            let held_before = tally.filter_true_positives;
+            let start = starts.get(j).copied().filter(|&s| s != usize::MAX);
+            let hit = self.search_block_from(
+                f.block_no,
+                f.offset,
+                block.clone(),
+                key,
+                read_seq,
+                start,
+                tally,
+            )?;
+            if let Some((learned, id)) = learned {
+                let held = hit.is_some();
+                self.learn_if_absent(
+                    learned,
+                    id,
+                    f.block_no,
+                    hash,
+                    &block,
+                    held,
+                    held_before,
+                    tally,
+                );
+            }
+            found[k as usize] = hit;
+        }
+        Ok(())
+    }
+
+    /// Tells the OS which uncached data blocks `located` (as for
+    /// [`read_located`](Self::read_located)) will read. Nothing is tallied.
+    pub(crate) fn hint_located(&self, located: &[(usize, u32)]) {
+        let t = &*self.inner;
+        if !t.file.reads_wait_on_device() {
+            return; // the pages are in the OS's cache: hints would only cost
+        }
+        let mut handles: Vec<BlockHandle> = located
+            .iter()
+            .filter_map(|&(i, _)| t.index.handle(i))
+            .collect();
+        handles.dedup_by_key(|h| h.offset);
+        t.file.hint_uncached(&handles);
     }
 }

@@ -36,6 +36,7 @@
 //! Blocks of tables that compaction deleted are not removed eagerly: nothing can ask
 //! for their id again, and they age out like any cold block.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bloomkv_filter::KeyHash;
@@ -81,9 +82,17 @@ struct Cached(Block);
 impl Clone for Cached {
     #[inline]
     fn clone(&self) -> Cached {
-        self.0.prefetch();
+        if !QUIET.with(Cell::get) {
+            self.0.prefetch();
+        }
         Cached(self.0.clone())
     }
+}
+
+thread_local! {
+    /// Set while [`BlockCache::get_quiet`] clones a block out of the cache: a batch asks
+    /// for the lines of its blocks itself, stage by stage (`sstable/batch.rs`).
+    static QUIET: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Decides which blocks read for gets enter the cache.
@@ -175,6 +184,18 @@ impl BlockCache {
     #[inline]
     pub(crate) fn get(&self, table: u64, offset: u64) -> Option<Block> {
         self.cache.get(&(table, offset)).map(|c| c.0)
+    }
+
+    /// [`get`](Self::get) without asking for the block's lines: a batch looks up all
+    /// its blocks first and then asks for only the lines its searches read, each stage
+    /// for all blocks at once. 65 hints per 4 KiB block would fill the CPU's few
+    /// outstanding-miss slots, so that a batch's misses could no longer overlap.
+    #[inline]
+    pub(crate) fn get_quiet(&self, table: u64, offset: u64) -> Option<Block> {
+        QUIET.with(|q| q.set(true));
+        let block = self.cache.get(&(table, offset)).map(|c| c.0);
+        QUIET.with(|q| q.set(false));
+        block
     }
 
     /// Whether the block at `offset` of table `table` is cached, without touching its

@@ -251,7 +251,7 @@ impl TableFile {
             .iter()
             .map(|h| {
                 let (cache, id) = cache?;
-                let block = cache.get(id, h.offset);
+                let block = cache.get_quiet(id, h.offset);
                 let s = self.counters.local();
                 match &block {
                     Some(_) => stats::bump(&s.block_cache_hits),

@@ -103,7 +103,7 @@ mod tests;
 
 use std::fmt;
 
-pub(crate) use batch::{BatchKey, BatchTally};
+pub(crate) use batch::{prefetch_fetched, BatchKey, BatchTally, PREFETCH_AHEAD};
 pub use builder::{RangeFilterOptions, TableBuilder, TableOptions, TableSummary};
 pub use compression::{Compression, ZSTD_LEVELS};
 pub use file::TableFile;

@@ -522,11 +522,27 @@ impl Table {
     /// nothing here, yet the filter was right, so it is not a false positive.
     pub(crate) fn search_block(
         &self,
+        i: usize,
+        offset: u64,
+        block: Block,
+        key: &[u8],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
+        self.search_block_from(i, offset, block, key, read_seq, None, tally)
+    }
+
+    /// [`search_block`](Self::search_block), the first block's search started at
+    /// `start` (its restart point for `key`, `Block::run_of`) where a batch found it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn search_block_from(
+        &self,
         mut i: usize,
         mut offset: u64,
         mut block: Block,
         key: &[u8],
         read_seq: SeqNo,
+        mut start: Option<usize>,
         tally: &mut ReadTally,
     ) -> Result<Option<Hit>> {
         let t = &*self.inner;
@@ -535,7 +551,11 @@ impl Table {
         // `Continues` (all versions in this block too new) only happens to snapshots.
         let mut held = false;
         let found = loop {
-            match block.get_at(key, read_seq).map_err(corrupt(offset))? {
+            let lookup = match start.take() {
+                Some(pos) => block.scan_from(pos, key, read_seq),
+                None => block.get_at(key, read_seq),
+            };
+            match lookup.map_err(corrupt(offset))? {
                 Lookup::Found(found) => {
                     held = true;
                     break Some(found);
