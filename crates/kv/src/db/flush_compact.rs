@@ -12,6 +12,7 @@ use bytes::Bytes;
 
 use crate::compaction;
 use crate::error::Result;
+use crate::filter_budget::{self, choose_releases, Held};
 use crate::filter_plan::{self, FilterAllocation};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
@@ -63,7 +64,9 @@ impl Inner {
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         add(&self.counters.flush_bytes_written, table_bytes(&added));
-        let version = view.version.apply(&[], added);
+        // The current version, not the one the flush began from: building the table
+        // may have released filters under the budget (a new version of the same tables).
+        let version = self.current().version.apply(&[], added);
         // The oldest WAL still needed backs the next frozen memtable, or the live one.
         let live_wal = view.imm.get(1).map(|(_, w)| *w).unwrap_or(view.mem_wal);
         maint.last_sequence = maint.last_sequence.max(mem.max_seq());
@@ -239,7 +242,14 @@ impl Inner {
         );
         let mut bits = plan.bits_per_key[level];
         if let (Some(budget), Some(b)) = (budget, bits) {
-            bits = self.fit_budget(&version, level, inputs, incoming, pending, budget, b);
+            // Each level's planned share of the budget, in bytes.
+            let shares: Vec<f64> = loads
+                .iter()
+                .zip(&plan.bits_per_key)
+                .map(|(l, b)| l.keys as f64 * b.unwrap_or(0.0) / 8.0)
+                .collect();
+            let sizes = (inputs, incoming, pending);
+            bits = self.fit_budget(&version, level, sizes, budget, b, &shares)?;
         }
         filter_plan::policy_for(&kinds[level], bits)
     }
@@ -247,27 +257,93 @@ impl Inner {
     /// `bits` per key, or fewer (`None`: no filter) so that a table of about as many
     /// keys as this one will hold gets a filter within what the `budget` leaves beside
     /// the live tables' filters (the `inputs` are leaving) and the `pending` bytes.
-    /// Counting opens every live table once (its filter is what it counts).
-    #[allow(clippy::too_many_arguments)]
+    /// When it does not fit, filters of other levels holding more than their planned
+    /// `shares` are released first (`filter_budget.rs`). Counting opens every live
+    /// table once (its filter is what it counts).
     fn fit_budget(
         &self,
         version: &Version,
         level: usize,
-        inputs: &[u64],
-        incoming: u64,
-        pending: u64,
+        (inputs, incoming, pending): (&[u64], u64, u64),
         budget: u64,
         bits: f64,
-    ) -> Option<f64> {
-        let live: u64 = version
+        shares: &[f64],
+    ) -> Result<Option<f64>> {
+        let held: Vec<Held> = version
             .tables()
             .filter(|(_, t)| !inputs.contains(&t.number))
-            .map(|(_, t)| t.table().map_or(0, |t| t.filter_memory_bytes() as u64))
-            .sum();
+            .map(|(l, t)| Held {
+                number: t.number,
+                level: l,
+                bytes: t.table().map_or(0, |t| t.filter_memory_bytes() as u64),
+                keys: t.entries(),
+            })
+            .collect();
+        let mut live: u64 = held.iter().map(|h| h.bytes).sum();
+        let keys = self.expected_keys(version, level, inputs, incoming);
+        let want = (bits * keys as f64 / 8.0).ceil() as u64 + FILTER_SLACK_BYTES;
         let left = budget.saturating_sub(live + pending);
-        // A flush writes `incoming` keys; a compaction's output stops near the target
-        // size (measured in entries at the inputs' average size, with a margin).
-        let keys = if level == 0 || inputs.is_empty() {
+        if want > left {
+            let chosen = choose_releases(&held, shares, level, want - left);
+            if !chosen.is_empty() {
+                self.release_filters(&chosen)?;
+                live -= held
+                    .iter()
+                    .filter(|h| chosen.contains(&h.number))
+                    .map(|h| h.bytes)
+                    .sum::<u64>();
+            }
+        }
+        let left = budget.saturating_sub(live + pending);
+        // A filter's bits round up to whole cache lines, and its block has a header.
+        let fits = left.saturating_sub(FILTER_SLACK_BYTES) as f64 * 8.0 / keys as f64;
+        let bits = bits.min(fits);
+        Ok((bits >= 1.0).then_some(bits))
+    }
+
+    /// Lets go of the filters of live tables `numbers` (see `filter_budget.rs`): the
+    /// current version's handles on them are replaced by handles on the same tables
+    /// without filters, and the `RELEASED` file records them (pruned to live tables).
+    /// Runs under `maint`, so the version does not change meanwhile.
+    fn release_filters(&self, numbers: &[u64]) -> Result<()> {
+        let current = self.current();
+        let mut replaced = Vec::new();
+        for (level, t) in current.version.tables() {
+            if numbers.contains(&t.number) {
+                replaced.push((level, Arc::new(t.without_filter()?)));
+            }
+        }
+        let numbers: Vec<u64> = replaced.iter().map(|(_, h)| h.number).collect();
+        self.update_view(|current| View {
+            mem: current.mem.clone(),
+            mem_wal: current.mem_wal,
+            imm: current.imm.clone(),
+            version: Arc::new(current.version.apply(&numbers, replaced)),
+        });
+        add(&self.counters.filters_released, numbers.len() as u64);
+        if self.options.read_only {
+            return Ok(());
+        }
+        let live: HashSet<u64> = self
+            .current()
+            .version
+            .tables()
+            .map(|(_, t)| t.number)
+            .collect();
+        let mut released = lock(&self.released);
+        released.extend(numbers);
+        released.retain(|n| live.contains(n));
+        // Not written: the next open loads those filters, and the next table built
+        // releases again what the budget needs.
+        let _ = filter_budget::write(self.fs.as_ref(), &self.dir, &released);
+        Ok(())
+    }
+
+    /// About how many keys a table written to `level` from `inputs` will hold: a
+    /// flush writes `incoming` keys; a compaction's output stops near the target size
+    /// (measured in entries at the inputs' average size, with a margin).
+    fn expected_keys(&self, version: &Version, level: usize, inputs: &[u64], incoming: u64) -> u64 {
+        if level == 0 || inputs.is_empty() {
             incoming
         } else {
             let (bytes, entries) = version
@@ -284,11 +360,7 @@ impl Inner {
             };
             incoming.min(per_table)
         }
-        .max(1);
-        // A filter's bits round up to whole cache lines, and its block has a header.
-        let fits = left.saturating_sub(FILTER_SLACK_BYTES) as f64 * 8.0 / keys as f64;
-        let bits = bits.min(fits);
-        (bits >= 1.0).then_some(bits)
+        .max(1)
     }
 
     /// Merges `inputs` into tables on `output_level`, splitting at the target size.
