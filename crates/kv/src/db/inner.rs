@@ -63,6 +63,11 @@ pub(super) struct Maint {
     pub(super) compact_pointer: Vec<Option<Bytes>>,
     /// The highest sequence number that tables hold.
     pub(super) last_sequence: SeqNo,
+    /// After a filter rewrite was picked (`flush_compact.rs`): the first file number
+    /// its outputs can have.
+    pub(super) rewrite_outputs: Option<u64>,
+    /// Tables a filter rewrite wrote: not rewritten again.
+    pub(super) rewritten: std::collections::HashSet<u64>,
 }
 
 /// Wakes the background thread.
@@ -287,6 +292,8 @@ impl Inner {
             maint: Mutex::new(Maint {
                 compact_pointer: vec![None; NUM_LEVELS],
                 last_sequence: recovered.last_sequence,
+                rewrite_outputs: None,
+                rewritten: Default::default(),
             }),
             maint_callers: Mutex::new(0),
             maint_handoff: Condvar::new(),
