@@ -349,20 +349,39 @@ impl Inner {
             inputs: vec![Arc::clone(t)],
             output_level: level,
         };
+        let unfiltered = |t: &Arc<TableHandle>| {
+            !skip.contains(&t.number)
+                && t.table().is_ok_and(|t| {
+                    matches!(
+                        t.filter_state(),
+                        FilterState::Released | FilterState::NotWritten
+                    )
+                })
+        };
         for level in 1..NUM_LEVELS {
             let bits = plan.plan.bits_per_key[level].unwrap_or(0.0);
-            if level_held(level) as f64 <= plan.shares[level] {
+            // Over its share, or at it with tables the plan gives a filter to waiting
+            // for room: the level's densest filter, if well over the plan, shrinks.
+            let waiting = bits >= 1.0 && plan.version.level(level).iter().any(unfiltered);
+            let over_share = level_held(level) as f64 > plan.shares[level];
+            if !over_share && !waiting {
                 continue;
             }
-            let over = plan.version.level(level).iter().find(|t| {
-                !skip.contains(&t.number)
-                    && t.table().is_ok_and(|o| {
-                        let built = o.properties().bits_per_key;
-                        o.has_filter() && built > (bits * 1.25).max(bits + 0.5)
-                    })
-            });
-            if let Some(t) = over {
-                return Some(pick(t, level));
+            let densest = plan
+                .version
+                .level(level)
+                .iter()
+                .filter(|t| !skip.contains(&t.number))
+                .filter_map(|t| {
+                    let o = t.table().ok()?;
+                    o.has_filter().then(|| (t, o.properties().bits_per_key))
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((t, built)) = densest {
+                let margin = if over_share { 0.25 } else { 0.1 };
+                if built > (bits * (1.0 + margin)).max(bits + 0.5) {
+                    return Some(pick(t, level));
+                }
             }
         }
         for level in 1..NUM_LEVELS {
@@ -371,13 +390,7 @@ impl Inner {
             };
             let held = level_held(level);
             for t in plan.version.level(level) {
-                let unfiltered = t.table().is_ok_and(|t| {
-                    matches!(
-                        t.filter_state(),
-                        FilterState::Released | FilterState::NotWritten
-                    )
-                });
-                if !unfiltered || skip.contains(&t.number) {
+                if !unfiltered(t) {
                     continue;
                 }
                 let want = (bits * t.entries() as f64 / 8.0 * budget.overhead).ceil() as u64
