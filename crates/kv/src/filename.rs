@@ -14,6 +14,8 @@
 //! SETTINGS.tmp     settings being written; renamed to SETTINGS once synced
 //! PROBES           where lookups went, level by level (see `probe_stats`)
 //! PROBES.tmp       probe statistics being written; renamed to PROBES once synced
+//! RELEASED         tables whose filters the budget let go of (see `filter_budget`)
+//! RELEASED.tmp     that list being written; renamed to RELEASED once synced
 //! CLOSED           left by a clean close: the log it names may be appended to again
 //!                  (see `recovery::ClosedMark`); removed by the next open
 //! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
@@ -47,6 +49,11 @@ pub const PROBES: &str = "PROBES";
 /// The name new probe statistics are written under before they are renamed to
 /// [`PROBES`].
 pub const PROBES_TMP: &str = "PROBES.tmp";
+/// The released filters' file name (see `filter_budget`).
+pub const RELEASED: &str = "RELEASED";
+/// The name a new list of released filters is written under before it is renamed to
+/// [`RELEASED`].
+pub const RELEASED_TMP: &str = "RELEASED.tmp";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
 /// The clean-close mark's name (see `recovery::ClosedMark`).
@@ -147,6 +154,16 @@ pub fn settings_tmp_path(dir: &Path) -> PathBuf {
 /// `dir/PROBES`
 pub fn probes_path(dir: &Path) -> PathBuf {
     dir.join(PROBES)
+}
+
+/// `dir/RELEASED`
+pub fn released_path(dir: &Path) -> PathBuf {
+    dir.join(RELEASED)
+}
+
+/// `dir/RELEASED.tmp`
+pub fn released_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(RELEASED_TMP)
 }
 
 /// `dir/PROBES.tmp`

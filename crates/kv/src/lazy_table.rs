@@ -92,6 +92,8 @@ pub(crate) struct TableOpener {
     pub(crate) dir: PathBuf,
     pub(crate) counters: Arc<Counters>,
     pub(crate) policies: Vec<Arc<dyn FilterPolicy>>,
+    /// Tables whose filters the budget released (`filter_budget.rs`): opened without.
+    pub(crate) released: std::collections::BTreeSet<u64>,
 }
 
 impl std::fmt::Debug for TableOpener {
@@ -206,6 +208,11 @@ impl LazyTable {
                 ),
             ));
         }
+        let table = if opener.released.contains(&self.number) {
+            table.without_filter()
+        } else {
+            table
+        };
         let table = self.table.get_or_init(|| table);
         if self.obsolete.load(Ordering::Relaxed) {
             table.mark_obsolete(); // retired before anyone opened it

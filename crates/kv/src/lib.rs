@@ -47,6 +47,7 @@ mod compaction;
 mod db;
 mod error;
 pub mod filename;
+mod filter_budget;
 pub mod filter_plan;
 pub mod fs;
 mod inspect;

@@ -338,14 +338,15 @@ pub struct Options {
     /// A cap on the bytes of all live tables' filters (what
     /// `DbStats::filter_memory_bytes` counts once every table is open; under
     /// [`FilterAllocation::Adaptive`] its learned negatives count too). Each new
-    /// table's filter is planned to fit what the live tables leave: as the tree grows
-    /// past the cap, new tables get fewer bits where lookups are rarest (the deepest
-    /// level first), down to no filter. Tables already written keep their filters
-    /// until compaction rewrites them, so a cap lowered at reopen is reached as the
-    /// tree is rewritten, not at once. Filters never answer wrongly for it: fewer bits
-    /// only mean more false positives. The per-table check is first come, first
-    /// served: tables written early can leave later (upper-level) tables without
-    /// room (docs/FILTERS.md, "Known flaw"). Default `None`: no cap.
+    /// table's filter is planned for the whole tree within the cap, each level getting
+    /// a share (fewer bits where lookups are rarest: the deepest level first). Tables
+    /// already written under earlier plans are brought back to theirs: when a new
+    /// filter does not fit, filters of levels over their share are released from
+    /// memory (that table then reads a data block per lookup; the `RELEASED` file keeps
+    /// them released across reopens), and when compaction is idle, tables with far more
+    /// bits than their level's plan, then tables without a filter, are rewritten alone
+    /// with the plan's filter (docs/FILTERS.md). Filters never answer wrongly for it:
+    /// fewer bits or none only mean more reads. Default `None`: no cap.
     pub filter_memory_budget: Option<usize>,
 }
 

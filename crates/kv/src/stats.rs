@@ -81,6 +81,8 @@ pub struct Counters {
     pub batch_read_nanos: AtomicU64,
     /// `PROBES` files ignored as damaged, or not written (see `probe_stats.rs`).
     pub probe_stats_damaged: AtomicU64,
+    /// Filters released to keep `Options::filter_memory_budget` (`filter_budget.rs`).
+    pub filters_released: AtomicU64,
     /// The store's learned negatives (`Options::learned_memory`; unset: none).
     pub(crate) learned: std::sync::OnceLock<crate::learned::LearnedNegatives>,
 }
@@ -458,6 +460,10 @@ pub struct DbStats {
     /// Probe statistics files (`PROBES`, see `probe_stats.rs`) found damaged at open
     /// and ignored (the store started blind), or that could not be written.
     pub probe_stats_damaged: u64,
+    /// Live tables' filters released (let go of from memory) to keep
+    /// `Options::filter_memory_budget` for levels under their planned share, since
+    /// open (see `filter_budget.rs`); such a table reads a data block per lookup.
+    pub filters_released: u64,
 }
 
 impl DbStats {
@@ -582,6 +588,7 @@ impl Counters {
             range_del_answers: self.sum(|s| &s.range_del_answers),
             range_tombstones: 0,
             probe_stats_damaged: get(&self.probe_stats_damaged),
+            filters_released: get(&self.filters_released),
         }
     }
 }

@@ -54,14 +54,16 @@ impl TableFiles<'_> {
         Ok(TableHandle::opened(number, table))
     }
 
-    /// What a [`LazyTable`] of this store opens with, to be shared by all of them.
-    pub(crate) fn opener(&self) -> Arc<TableOpener> {
+    /// What a [`LazyTable`] of this store opens with, to be shared by all of them
+    /// (`released`: the tables it opens without their filters, see `filter_budget`).
+    pub(crate) fn opener(&self, released: std::collections::BTreeSet<u64>) -> Arc<TableOpener> {
         Arc::new(TableOpener {
             fs: self.fs.clone(),
             cache: self.cache.clone(),
             dir: self.dir.to_path_buf(),
             counters: self.counters.clone(),
             policies: self.policies.to_vec(),
+            released,
         })
     }
 
@@ -201,6 +203,7 @@ impl TableInfo {
                 FilterState::NotWritten => "none".into(),
                 FilterState::Corrupt(why) => format!("CORRUPT, ignored: {why}"),
                 FilterState::UnknownPolicy(name) => format!("unknown policy {name}, ignored"),
+                FilterState::Released => "released (filter_memory_budget)".into(),
             },
             filter: table.filter_info(),
             range_filter_state: match table.range_filter_state() {

@@ -62,6 +62,15 @@ impl TableHandle {
         }
     }
 
+    /// The same table without its filter (see `filter_budget.rs`): a new handle on
+    /// the same file, opened, whose lookups read data blocks.
+    pub(crate) fn without_filter(&self) -> Result<TableHandle> {
+        Ok(TableHandle::opened(
+            self.number,
+            self.table()?.without_filter(),
+        ))
+    }
+
     /// The table's reader, opened now if this is its first use. An error is the
     /// failure an open of the table reports (`Corruption` naming the file if it is
     /// missing, damaged, or does not match the manifest).

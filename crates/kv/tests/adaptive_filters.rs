@@ -59,7 +59,7 @@ fn counted_bytes(db: &Db, adaptive: bool) -> u64 {
 
 /// 20,000 keys at 10 bits per key would take about 25,000 bytes of filters; capped at
 /// 12,000 (about half) and at 3,000, the live filters stay within the cap at every
-/// step of the load under each allocation, and still spend most of it.
+/// step of the load under each allocation, and spend at least half of the larger one.
 #[test]
 fn the_budget_holds_as_the_tree_grows() {
     for allocation in [
@@ -85,8 +85,12 @@ fn the_budget_holds_as_the_tree_grows() {
                 }
             }
             let bytes = counted_bytes(&db, adaptive);
+            // At 3,000 bytes (1.2 bits per key) the plan leaves the deepest level on
+            // the edge of the one-bit minimum, with or without a filter as the upper
+            // levels fill and empty, and its filters released when it has none: only
+            // the cap is checked there.
             assert!(
-                bytes >= budget as u64 / 2,
+                budget < 12_000 || bytes >= budget as u64 / 2,
                 "{allocation:?} budget {budget}: only {bytes} bytes spent"
             );
             // Without a budget the same tree's filters take more than the larger cap.
@@ -103,6 +107,148 @@ fn the_budget_holds_as_the_tree_grows() {
                 );
             }
         }
+    }
+}
+
+/// Writes keys `4·i + r` for every `r` in `rs` and `i < 5,000`, in a fixed order,
+/// settling the tree every 1,000 and calling `check` then.
+fn load_quarters(db: &Db, rs: &[u64], mut check: impl FnMut(&Db)) {
+    for &r in rs {
+        for j in 0..5_000u64 {
+            db.put(key((j * 7919) % 5_000 * 4 + r), [b'v'; 60]).unwrap();
+            if j % 1_000 == 999 {
+                db.wait_for_compaction().unwrap();
+                check(db);
+            }
+        }
+    }
+}
+
+/// A tree of four levels (L3 to L6) for 20,000 keys: levels four times apart.
+fn deep(options: Options) -> Options {
+    Options {
+        level_size_multiplier: 4,
+        level1_max_bytes: 16 << 10,
+        ..options
+    }
+}
+
+/// Per level, the keys of its tables and those of its tables whose filter is in use.
+fn filtered_keys_per_level(db: &Db) -> Vec<(u64, u64)> {
+    db.open_tables().unwrap();
+    let mut levels = vec![(0u64, 0u64); 8];
+    for t in db.table_infos() {
+        levels[t.level].0 += t.entries;
+        if t.filter_state == "loaded" {
+            levels[t.level].1 += t.entries;
+        }
+    }
+    levels
+}
+
+/// The budget's first-come flaw, and its fix: half the keys are loaded under a budget
+/// of half of what the whole tree's filters take without one, so the first tables
+/// (the deepest level, then the whole tree) take nearly all of it; the other half
+/// is loaded after. The upper levels' new tables must then get filters (released from
+/// the deepest level, over its planned share), not find the budget spent: on every
+/// level above the deepest at least 3/4 of the keys are behind a filter (first come,
+/// first served left them none). The budget holds at every step and across a reopen
+/// (the released filters stay released), no key is lost, and without the budget the
+/// reopened store loads every filter again.
+#[test]
+fn under_the_budget_upper_levels_get_filters_as_the_tree_grows() {
+    for allocation in [FilterAllocation::Adaptive, FilterAllocation::Monkey] {
+        let adaptive = allocation == FilterAllocation::Adaptive;
+        let full = {
+            let free = Db::open(DIR, deep(options(allocation, None))).unwrap();
+            load_quarters(&free, &[0, 1, 2, 3], |_| {});
+            counted_bytes(&free, false)
+        };
+        let budget = full as usize / 2;
+        let opts = deep(options(allocation, Some(budget)));
+        let db = Db::open(DIR, opts.clone()).unwrap();
+        let within = |db: &Db| {
+            let bytes = counted_bytes(db, adaptive);
+            assert!(
+                bytes <= budget as u64,
+                "{allocation:?} budget {budget}: {bytes} bytes"
+            );
+        };
+        load_quarters(&db, &[0, 2], within);
+        // Reopened, as the benchmark does between the halves.
+        db.close().unwrap();
+        let db = Db::open(DIR, opts.clone()).unwrap();
+        within(&db);
+        load_quarters(&db, &[1, 3], within);
+        let levels = filtered_keys_per_level(&db);
+        let deepest = levels.iter().rposition(|l| l.0 > 0).unwrap();
+        let upper: Vec<usize> = (1..deepest).filter(|&l| levels[l].0 > 0).collect();
+        assert!(!upper.is_empty(), "{levels:?}");
+        for &l in &upper {
+            let (keys, filtered) = levels[l];
+            assert!(
+                4 * filtered >= 3 * keys,
+                "{allocation:?}: L{l} has {filtered} of {keys} keys behind a filter: {levels:?}"
+            );
+        }
+        assert!(db.stats().filters_released > 0, "{allocation:?}");
+        assert!(counted_bytes(&db, adaptive) >= budget as u64 / 2);
+        for i in (0..20_000).step_by(7) {
+            assert!(
+                db.get(key(i)).unwrap().is_some(),
+                "{allocation:?}: {i} lost"
+            );
+        }
+        // Reopened under the budget, the released filters stay released.
+        db.close().unwrap();
+        let db = Db::open(DIR, opts.clone()).unwrap();
+        within(&db);
+        assert_eq!(filtered_keys_per_level(&db), levels, "{allocation:?}");
+        for i in (0..20_000).step_by(7) {
+            assert!(
+                db.get(key(i)).unwrap().is_some(),
+                "{allocation:?}: {i} lost"
+            );
+        }
+        // A checkpoint carries the releases: the copy opens within the budget with
+        // the same tables behind a filter.
+        let copy_dir = format!("{DIR}-copy-{allocation:?}");
+        db.checkpoint(&copy_dir).unwrap();
+        let copy = Db::open(&copy_dir, opts.clone()).unwrap();
+        copy.open_tables().unwrap();
+        assert_eq!(
+            filtered_keys_per_level(&copy),
+            levels,
+            "{allocation:?} copy"
+        );
+        assert_eq!(
+            copy.stats().filter_memory_bytes,
+            db.stats().filter_memory_bytes,
+            "{allocation:?} copy"
+        );
+        copy.close().unwrap();
+        db.close().unwrap();
+        // Without the budget every filter loads again.
+        let db = Db::open(
+            DIR,
+            Options {
+                filter_memory_budget: None,
+                ..opts
+            },
+        )
+        .unwrap();
+        db.open_tables().unwrap();
+        let infos = db.table_infos();
+        assert!(infos
+            .iter()
+            .all(|t| !t.filter_state.starts_with("released")));
+        let loaded: u64 = filtered_keys_per_level(&db).iter().map(|l| l.1).sum();
+        let before: u64 = levels.iter().map(|l| l.1).sum();
+        assert!(
+            loaded > before,
+            "{loaded} keys behind a filter, {before} under the budget"
+        );
+        assert!(counted_bytes(&db, false) > budget as u64);
     }
 }
 

@@ -4,7 +4,7 @@
 //! ```text
 //!  flush the memtables ─► under `maint`: pin the current version, note its sequence
 //!    ─► link (or copy) each of its tables into OUT ─► copy SETTINGS ─► write PROBES
-//!    ─► fsync OUT
+//!    and RELEASED ─► fsync OUT
 //!    ─► MANIFEST.tmp, fsync, rename to MANIFEST, fsync OUT   (the commit point)
 //! ```
 //!
@@ -38,8 +38,10 @@
 //!
 //! **What was learned.** Under `FilterAllocation::Adaptive` the copy gets the probe
 //! statistics as they are at the checkpoint (`PROBES`), so its filters keep being
-//! planned where lookups went. The learned negatives live in memory only, in the
-//! copy as in a reopened store: the workload fills them again.
+//! planned where lookups went; under a filter budget it gets the list of tables whose
+//! filters are released (`RELEASED`), so it opens within the budget. The learned
+//! negatives live in memory only, in the copy as in a reopened store: the workload
+//! fills them again.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -130,6 +132,21 @@ impl Inner {
                 made.push(filename::probes_tmp_path(&out));
                 made.push(filename::probes_path(&out));
                 stats.write(self.fs.as_ref(), &out)?;
+            }
+            // Under a filter budget, which of the copied tables have their filters
+            // released, so the copy opens within the budget as the store is.
+            if self.options.filter_memory_budget.is_some() {
+                let live: std::collections::BTreeSet<u64> =
+                    version.tables().map(|(_, t)| t.number).collect();
+                let released: std::collections::BTreeSet<u64> = super::inner::lock(&self.released)
+                    .intersection(&live)
+                    .copied()
+                    .collect();
+                if !released.is_empty() {
+                    made.push(filename::released_tmp_path(&out));
+                    made.push(filename::released_path(&out));
+                    crate::filter_budget::write(self.fs.as_ref(), &out, &released)?;
+                }
             }
             self.fs.sync_dir(&out)?;
             // No log: the number after every table's, and the next file after it.

@@ -12,14 +12,15 @@ use bytes::Bytes;
 
 use crate::compaction;
 use crate::error::Result;
+use crate::filter_budget::{self, choose_releases, Held};
 use crate::filter_plan::{self, FilterAllocation};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{FilterKind, Options};
 use crate::range_del::{successor, Fragments};
 use crate::retain::Retain;
-use crate::sstable::Compression;
 use crate::sstable::Table;
+use crate::sstable::{Compression, FilterState};
 use crate::stats::{add, bump};
 use crate::store_dir::{discard_unrecorded, remove_obsolete, write_state};
 use crate::table_files::TableFiles;
@@ -63,7 +64,9 @@ impl Inner {
             .map(|h| vec![(0, Arc::new(h))])
             .unwrap_or_default();
         add(&self.counters.flush_bytes_written, table_bytes(&added));
-        let version = view.version.apply(&[], added);
+        // The current version, not the one the flush began from: building the table
+        // may have released filters under the budget (a new version of the same tables).
+        let version = self.current().version.apply(&[], added);
         // The oldest WAL still needed backs the next frozen memtable, or the live one.
         let live_wal = view.imm.get(1).map(|(_, w)| *w).unwrap_or(view.mem_wal);
         maint.last_sequence = maint.last_sequence.max(mem.max_seq());
@@ -202,6 +205,19 @@ impl Inner {
         {
             return Ok(self.policy.clone());
         }
+        let plan = self.budget_plan(level, inputs, incoming);
+        let mut bits = plan.plan.bits_per_key[level];
+        if let (Some(budget), Some(b)) = (&plan.budget, bits) {
+            let sizes = (inputs, incoming, pending);
+            bits = self.fit_budget(&plan, budget, level, sizes, b)?;
+        }
+        filter_plan::policy_for(&plan.kinds[level], bits)
+    }
+
+    /// The plan for the tree a table of `incoming` keys from `inputs` on `level` makes
+    /// (see `policy_for_level`), and under a budget what the live filters hold.
+    fn budget_plan(&self, level: usize, inputs: &[u64], incoming: u64) -> BudgetPlan {
+        let options = &self.options;
         let version = self.current().version.clone();
         let mut loads = filter_plan::loads(&version, options, level, inputs, incoming);
         let kinds = filter_plan::level_kinds(options);
@@ -222,11 +238,27 @@ impl Inner {
         } else {
             0
         };
-        let budget = options
-            .filter_memory_budget
-            .map(|b| (b as u64).saturating_sub(learned));
-        if let Some(b) = budget {
-            let cap = b as f64 * 8.0;
+        let budget = options.filter_memory_budget.map(|b| {
+            let held = held_filters(&version, inputs);
+            // Filters take a little more than their bits per key (cache-line rounding,
+            // the policies' own rounding, headers): measured on the live ones, so
+            // that the plan is made in the bytes the budget counts.
+            let (actual, nominal) = held.iter().fold((0.0, 0.0), |(a, n), h| {
+                (a + h.held.bytes as f64, n + h.nominal_bytes)
+            });
+            let overhead = if nominal > 0.0 {
+                (actual / nominal).clamp(1.0, 1.5)
+            } else {
+                1.0
+            };
+            Budget {
+                bytes: (b as u64).saturating_sub(learned),
+                held,
+                overhead,
+            }
+        });
+        if let Some(b) = &budget {
+            let cap = b.bytes as f64 * 8.0 / b.overhead;
             memory_bits = Some(memory_bits.map_or(cap, |m: f64| m.min(cap)));
         }
         let plan = filter_plan::plan_within(
@@ -237,37 +269,183 @@ impl Inner {
             &loads,
             memory_bits,
         );
-        let mut bits = plan.bits_per_key[level];
-        if let (Some(budget), Some(b)) = (budget, bits) {
-            bits = self.fit_budget(&version, level, inputs, incoming, pending, budget, b);
+        // Each level's planned share of the budget, in the bytes the budget counts.
+        let overhead = budget.as_ref().map_or(1.0, |b| b.overhead);
+        let shares: Vec<f64> = loads
+            .iter()
+            .zip(&plan.bits_per_key)
+            .map(|(l, b)| l.keys as f64 * b.unwrap_or(0.0) / 8.0 * overhead)
+            .collect();
+        BudgetPlan {
+            version,
+            kinds,
+            plan,
+            shares,
+            budget,
         }
-        filter_plan::policy_for(&kinds[level], bits)
     }
 
     /// `bits` per key, or fewer (`None`: no filter) so that a table of about as many
     /// keys as this one will hold gets a filter within what the `budget` leaves beside
     /// the live tables' filters (the `inputs` are leaving) and the `pending` bytes.
-    /// Counting opens every live table once (its filter is what it counts).
-    #[allow(clippy::too_many_arguments)]
+    /// When it does not fit, filters of other levels holding more than their planned
+    /// shares are released first (`filter_budget.rs`).
     fn fit_budget(
         &self,
-        version: &Version,
+        plan: &BudgetPlan,
+        budget: &Budget,
         level: usize,
-        inputs: &[u64],
-        incoming: u64,
-        pending: u64,
-        budget: u64,
+        (inputs, incoming, pending): (&[u64], u64, u64),
         bits: f64,
-    ) -> Option<f64> {
-        let live: u64 = version
+    ) -> Result<Option<f64>> {
+        let held: Vec<Held> = budget.held.iter().map(|h| h.held).collect();
+        let mut live: u64 = held.iter().map(|h| h.bytes).sum();
+        let keys = self.expected_keys(&plan.version, level, inputs, incoming);
+        let per_bit = keys as f64 / 8.0 * budget.overhead;
+        let want = (bits * per_bit).ceil() as u64 + FILTER_SLACK_BYTES;
+        let left = budget.bytes.saturating_sub(live + pending);
+        if want > left {
+            let chosen = choose_releases(&held, &plan.shares, level, want - left);
+            if !chosen.is_empty() {
+                self.release_filters(&chosen)?;
+                live -= held
+                    .iter()
+                    .filter(|h| chosen.contains(&h.number))
+                    .map(|h| h.bytes)
+                    .sum::<u64>();
+            }
+        }
+        let left = budget.bytes.saturating_sub(live + pending);
+        // A filter's bits round up to whole cache lines, and its block has a header.
+        let fits = left.saturating_sub(FILTER_SLACK_BYTES) as f64 / per_bit;
+        let bits = bits.min(fits);
+        Ok((bits >= 1.0).then_some(bits))
+    }
+
+    /// Under a budget, a live table below L0 to rewrite (a compaction of that table
+    /// alone into its own level, which builds it with the plan's filter): first one
+    /// on a level holding more than its planned share whose filter has more bits per
+    /// key than the plan gives the level (a quarter more, and at least half a bit;
+    /// the oldest plans, from when the tree was smaller), so that it shrinks; then one
+    /// without a filter (released, or built when the budget had no room) whose level's
+    /// plan gives it one that now fits, both in what the live filters leave and in its
+    /// level's share. Upper levels first. A table a rewrite wrote (`skip`) is not
+    /// rewritten again.
+    fn pick_filter_rewrite(&self, skip: &HashSet<u64>) -> Option<compaction::Pick> {
+        self.options.filter_memory_budget?;
+        let plan = self.budget_plan(0, &[], 0);
+        let budget = plan.budget.as_ref()?;
+        let live: u64 = budget.held.iter().map(|h| h.held.bytes).sum();
+        let left = budget.bytes.saturating_sub(live);
+        let level_held = |level: usize| -> u64 {
+            budget
+                .held
+                .iter()
+                .filter(|h| h.held.level == level)
+                .map(|h| h.held.bytes)
+                .sum()
+        };
+        let pick = |t: &Arc<TableHandle>, level: usize| compaction::Pick {
+            inputs: vec![Arc::clone(t)],
+            output_level: level,
+        };
+        let unfiltered = |t: &Arc<TableHandle>| {
+            !skip.contains(&t.number)
+                && t.table().is_ok_and(|t| {
+                    matches!(
+                        t.filter_state(),
+                        FilterState::Released | FilterState::NotWritten
+                    )
+                })
+        };
+        for level in 1..NUM_LEVELS {
+            let bits = plan.plan.bits_per_key[level].unwrap_or(0.0);
+            // Over its share, or at it with tables the plan gives a filter to waiting
+            // for room: the level's densest filter, if well over the plan, shrinks.
+            let waiting = bits >= 1.0 && plan.version.level(level).iter().any(unfiltered);
+            let over_share = level_held(level) as f64 > plan.shares[level];
+            if !over_share && !waiting {
+                continue;
+            }
+            let densest = plan
+                .version
+                .level(level)
+                .iter()
+                .filter(|t| !skip.contains(&t.number))
+                .filter_map(|t| {
+                    let o = t.table().ok()?;
+                    o.has_filter().then(|| (t, o.properties().bits_per_key))
+                })
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((t, built)) = densest {
+                let margin = if over_share { 0.25 } else { 0.1 };
+                if built > (bits * (1.0 + margin)).max(bits + 0.5) {
+                    return Some(pick(t, level));
+                }
+            }
+        }
+        for level in 1..NUM_LEVELS {
+            let Some(bits) = plan.plan.bits_per_key[level] else {
+                continue;
+            };
+            let held = level_held(level);
+            for t in plan.version.level(level) {
+                if !unfiltered(t) {
+                    continue;
+                }
+                let want = (bits * t.entries() as f64 / 8.0 * budget.overhead).ceil() as u64
+                    + FILTER_SLACK_BYTES;
+                if want <= left && (held + want) as f64 <= plan.shares[level] {
+                    return Some(pick(t, level));
+                }
+            }
+        }
+        None
+    }
+
+    /// Lets go of the filters of live tables `numbers` (see `filter_budget.rs`): the
+    /// current version's handles on them are replaced by handles on the same tables
+    /// without filters, and the `RELEASED` file records them (pruned to live tables).
+    /// Runs under `maint`, so the version does not change meanwhile.
+    fn release_filters(&self, numbers: &[u64]) -> Result<()> {
+        let current = self.current();
+        let mut replaced = Vec::new();
+        for (level, t) in current.version.tables() {
+            if numbers.contains(&t.number) {
+                replaced.push((level, Arc::new(t.without_filter()?)));
+            }
+        }
+        let numbers: Vec<u64> = replaced.iter().map(|(_, h)| h.number).collect();
+        self.update_view(|current| View {
+            mem: current.mem.clone(),
+            mem_wal: current.mem_wal,
+            imm: current.imm.clone(),
+            version: Arc::new(current.version.apply(&numbers, replaced)),
+        });
+        add(&self.counters.filters_released, numbers.len() as u64);
+        if self.options.read_only {
+            return Ok(());
+        }
+        let live: HashSet<u64> = self
+            .current()
+            .version
             .tables()
-            .filter(|(_, t)| !inputs.contains(&t.number))
-            .map(|(_, t)| t.table().map_or(0, |t| t.filter_memory_bytes() as u64))
-            .sum();
-        let left = budget.saturating_sub(live + pending);
-        // A flush writes `incoming` keys; a compaction's output stops near the target
-        // size (measured in entries at the inputs' average size, with a margin).
-        let keys = if level == 0 || inputs.is_empty() {
+            .map(|(_, t)| t.number)
+            .collect();
+        let mut released = lock(&self.released);
+        released.extend(numbers);
+        released.retain(|n| live.contains(n));
+        // Not written: the next open loads those filters, and the next table built
+        // releases again what the budget needs.
+        let _ = filter_budget::write(self.fs.as_ref(), &self.dir, &released);
+        Ok(())
+    }
+
+    /// About how many keys a table written to `level` from `inputs` will hold: a
+    /// flush writes `incoming` keys; a compaction's output stops near the target size
+    /// (measured in entries at the inputs' average size, with a margin).
+    fn expected_keys(&self, version: &Version, level: usize, inputs: &[u64], incoming: u64) -> u64 {
+        if level == 0 || inputs.is_empty() {
             incoming
         } else {
             let (bytes, entries) = version
@@ -284,11 +462,7 @@ impl Inner {
             };
             incoming.min(per_table)
         }
-        .max(1);
-        // A filter's bits round up to whole cache lines, and its block has a header.
-        let fits = left.saturating_sub(FILTER_SLACK_BYTES) as f64 * 8.0 / keys as f64;
-        let bits = bits.min(fits);
-        (bits >= 1.0).then_some(bits)
+        .max(1)
     }
 
     /// Merges `inputs` into tables on `output_level`, splitting at the target size.
@@ -458,8 +632,75 @@ impl Inner {
     /// The most urgent size-triggered compaction, if any (see `compaction.rs`).
     pub(super) fn pick_compaction(&self, maint: &mut Maint) -> Option<compaction::Pick> {
         let version = self.current().version.clone();
-        compaction::pick(&version, &self.options, &mut maint.compact_pointer)
+        // A table a filter rewrite wrote is not rewritten again (the plan may have
+        // moved between the pick and the build): no rewrite repeats itself.
+        if let Some(first) = maint.rewrite_outputs.take() {
+            let live: HashSet<u64> = version.tables().map(|(_, t)| t.number).collect();
+            maint.rewritten.retain(|n| live.contains(n));
+            maint
+                .rewritten
+                .extend(live.iter().filter(|&&n| n >= first).copied());
+        }
+        if let Some(pick) = compaction::pick(&version, &self.options, &mut maint.compact_pointer) {
+            return Some(pick);
+        }
+        let pick = self.pick_filter_rewrite(&maint.rewritten)?;
+        maint.rewrite_outputs = Some(self.next_file_number.load(Ordering::Relaxed));
+        Some(pick)
     }
+}
+
+/// What `budget_plan` found: the version it planned, each level's filter kind, the
+/// plan, each level's share of the budget in bytes, and the budget (`None`: none).
+struct BudgetPlan {
+    version: Arc<Version>,
+    kinds: Vec<FilterKind>,
+    plan: filter_plan::FilterPlan,
+    shares: Vec<f64>,
+    budget: Option<Budget>,
+}
+
+/// The budget as a plan spends it: bytes left for filters (learned negatives taken
+/// off), the live filters, and how much more than their nominal bits they take.
+struct Budget {
+    bytes: u64,
+    held: Vec<HeldFilter>,
+    overhead: f64,
+}
+
+/// A live filter and its nominal bytes (bits per key it was built with × keys / 8).
+struct HeldFilter {
+    held: Held,
+    nominal_bytes: f64,
+}
+
+/// The live tables' filters, `inputs` left out (they are leaving). Counting opens
+/// every live table once (its filter is what it counts).
+fn held_filters(version: &Version, inputs: &[u64]) -> Vec<HeldFilter> {
+    version
+        .tables()
+        .filter(|(_, t)| !inputs.contains(&t.number))
+        .map(|(l, t)| {
+            let (bytes, nominal_bytes) = t.table().map_or((0, 0.0), |t| {
+                let bytes = t.filter_memory_bytes() as u64;
+                let nominal = if bytes > 0 {
+                    t.properties().bits_per_key * t.properties().entries as f64 / 8.0
+                } else {
+                    0.0
+                };
+                (bytes, nominal)
+            });
+            HeldFilter {
+                held: Held {
+                    number: t.number,
+                    level: l,
+                    bytes,
+                    keys: t.entries(),
+                },
+                nominal_bytes,
+            }
+        })
+        .collect()
 }
 
 /// Bytes a filter may take beyond `bits per key × keys / 8`: Bloom filters round up

@@ -1,6 +1,7 @@
 //! The store's shared state, one `Inner` behind an `Arc`: the view readers load, the
 //! writer, the maintenance state, the signals between them and the background error.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -62,6 +63,11 @@ pub(super) struct Maint {
     pub(super) compact_pointer: Vec<Option<Bytes>>,
     /// The highest sequence number that tables hold.
     pub(super) last_sequence: SeqNo,
+    /// After a filter rewrite was picked (`flush_compact.rs`): the first file number
+    /// its outputs can have.
+    pub(super) rewrite_outputs: Option<u64>,
+    /// Tables a filter rewrite wrote: not rewritten again.
+    pub(super) rewritten: std::collections::HashSet<u64>,
 }
 
 /// Wakes the background thread.
@@ -111,6 +117,9 @@ pub(super) struct Inner {
     pub(super) snapshots: SnapshotList,
     /// Where lookups went, for `FilterAllocation::Adaptive` (see `probe_stats.rs`).
     pub(super) probes: Mutex<Tracker>,
+    /// Live tables whose filters the budget released (`filter_budget.rs`), as the
+    /// `RELEASED` file records them.
+    pub(super) released: Mutex<BTreeSet<u64>>,
     /// The directory's lock (`None` for a read-only open, which takes none).
     _lock: Option<FileLock>,
 }
@@ -134,6 +143,9 @@ pub(super) struct Parts {
     pub(super) policies: Vec<Arc<dyn FilterPolicy>>,
     pub(super) counters: Arc<Counters>,
     pub(super) table_cache: Arc<TableCache>,
+    /// Tables whose filters the budget released (`filter_budget.rs`), read at open
+    /// (empty without a budget: then every filter loads).
+    pub(super) released: BTreeSet<u64>,
 }
 
 impl Parts {
@@ -150,7 +162,13 @@ impl Parts {
         );
         let policy = options.filter_policy()?;
         let policies = options.known_policies()?;
+        let released = if options.filter_memory_budget.is_some() {
+            crate::filter_budget::read(fs.as_ref(), &dir)
+        } else {
+            BTreeSet::new()
+        };
         Ok(Parts {
+            released,
             dir,
             fs,
             options,
@@ -239,6 +257,7 @@ impl Inner {
             policies,
             counters,
             table_cache,
+            released,
         } = parts;
         let probes = Mutex::new(adaptive_start(
             &fs,
@@ -273,6 +292,8 @@ impl Inner {
             maint: Mutex::new(Maint {
                 compact_pointer: vec![None; NUM_LEVELS],
                 last_sequence: recovered.last_sequence,
+                rewrite_outputs: None,
+                rewritten: Default::default(),
             }),
             maint_callers: Mutex::new(0),
             maint_handoff: Condvar::new(),
@@ -281,6 +302,7 @@ impl Inner {
             bg_error: Mutex::new(None),
             snapshots: SnapshotList::default(),
             probes,
+            released: Mutex::new(released),
             _lock: lock,
             options,
             dir,

@@ -194,7 +194,7 @@ fn recover_tables(
     listed: Option<&[String]>,
 ) -> Result<Version> {
     let files = parts.table_files();
-    let opener = files.opener();
+    let opener = files.opener(parts.released.clone());
     let present: Option<std::collections::HashSet<&str>> =
         listed.map(|names| names.iter().map(String::as_str).collect());
     let mut tables = Vec::new();
@@ -211,7 +211,13 @@ fn recover_tables(
                 }
                 TableHandle::lazy(meta.number, record, opener.clone())
             }
-            _ => files.open(meta.number)?,
+            _ => {
+                let mut handle = files.open(meta.number)?;
+                if parts.released.contains(&meta.number) {
+                    handle = handle.without_filter()?;
+                }
+                handle
+            }
         };
         tables.push((level, Arc::new(handle)));
     }

@@ -24,6 +24,9 @@ pub enum FilterState {
     Corrupt(String),
     /// The table's filter was written by a policy not among those the store was given.
     UnknownPolicy(String),
+    /// The filter was let go of to keep `Options::filter_memory_budget` (a store's
+    /// decision, kept across reopens); lookups read data blocks instead.
+    Released,
 }
 
 /// Whether a table's scans consult a range filter, and if not, why.
@@ -42,10 +45,10 @@ pub(crate) struct TableInner {
     pub(crate) file: TableFile,
     pub(crate) file_size: u64,
     pub(crate) properties: TableProperties,
-    pub(crate) index: IndexBlock,
+    pub(crate) index: std::sync::Arc<IndexBlock>,
     pub(crate) filter: Option<Box<dyn FilterReader>>,
     pub(crate) filter_state: FilterState,
-    pub(crate) range_filter: Option<RangeFilterReader>,
+    pub(crate) range_filter: Option<std::sync::Arc<RangeFilterReader>>,
     pub(crate) range_filter_state: RangeFilterState,
     /// The range tombstones (format version 7), loaded and checked at open.
     pub(crate) range_dels: Option<crate::range_del::Fragments>,

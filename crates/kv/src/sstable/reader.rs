@@ -192,7 +192,7 @@ impl Table {
                     })
                 });
                 match opened {
-                    Ok(reader) => (Some(reader), RangeFilterState::Loaded),
+                    Ok(reader) => (Some(Arc::new(reader)), RangeFilterState::Loaded),
                     Err(e) => {
                         // Fail open: every scan reads the table.
                         stats::bump(&file.counters().range_filter_corrupt);
@@ -231,7 +231,7 @@ impl Table {
                 file,
                 file_size,
                 properties,
-                index,
+                index: Arc::new(index),
                 filter,
                 filter_state,
                 range_filter,
@@ -239,6 +239,28 @@ impl Table {
                 learned_id: crate::learned::next_table_id(),
             }),
         })
+    }
+
+    /// The same table without its filter (`FilterState::Released`): every lookup
+    /// reads a data block, so nothing is ever missed. Shares the file, index, range
+    /// filter, tombstones and learned-negatives id with `self`; the filter's memory
+    /// goes when the last clone of `self` does.
+    pub(crate) fn without_filter(&self) -> Table {
+        let t = &*self.inner;
+        Table {
+            inner: Arc::new(TableInner {
+                file: t.file.clone(),
+                file_size: t.file_size,
+                properties: t.properties.clone(),
+                index: Arc::clone(&t.index),
+                filter: None,
+                filter_state: FilterState::Released,
+                range_filter: t.range_filter.clone(),
+                range_filter_state: t.range_filter_state.clone(),
+                range_dels: t.range_dels.clone(),
+                learned_id: t.learned_id,
+            }),
+        }
     }
 
     /// Marks the table's file for deletion once no reader holds the table.
