@@ -327,6 +327,9 @@ pub struct Memtable {
     /// Set (release) once the first write is completely applied; read (acquire) by the
     /// emptiness shortcut, so "empty" is never answered for a key a reader could see.
     has_entries: AtomicBool,
+    /// As `has_entries`, for point writes alone (puts and deletes): a memtable holding
+    /// only range tombstones answers a get without walking its empty skip list.
+    has_points: AtomicBool,
     /// The range tombstones (`delete_range`), fragmented; rebuilt whole by each new
     /// one (they are rare), swapped in atomically so a reader sees the old or the new
     /// set. `has_range_dels` lets a get that meets none skip even the load.
@@ -390,6 +393,7 @@ impl Memtable {
         if accepted {
             self.size.fetch_add(charge, Ordering::Relaxed);
             self.max_seq.fetch_max(seq, Ordering::Relaxed);
+            self.has_points.store(true, Ordering::Release);
             self.has_entries.store(true, Ordering::Release);
         }
     }
@@ -446,10 +450,13 @@ impl Memtable {
         if !self.has_entries.load(Ordering::Acquire) {
             return None;
         }
-        let point = self
-            .map
-            .get(key)
-            .and_then(|e| e.value().visible_at(read_seq));
+        let point = if self.has_points.load(Ordering::Acquire) {
+            self.map
+                .get(key)
+                .and_then(|e| e.value().visible_at(read_seq))
+        } else {
+            None
+        };
         if !self.has_range_dels.load(Ordering::Acquire) {
             return point;
         }
@@ -647,6 +654,32 @@ mod tests {
 
     fn key(i: u32) -> Bytes {
         Bytes::from(format!("key{i:05}"))
+    }
+
+    /// A memtable holding only a range tombstone answers from the tombstone without
+    /// walking its empty skip list, and finds point writes once they come.
+    #[test]
+    fn a_memtable_of_tombstones_alone_still_answers_and_then_finds_points() {
+        let mem = Memtable::new();
+        mem.delete_range(5, key(10), key(20));
+        assert!(!mem.is_empty());
+        assert_eq!(mem.hit_at(&key(15), READ_LATEST).map(|h| h.seq), Some(5));
+        assert!(mem
+            .hit_at(&key(15), READ_LATEST)
+            .and_then(Hit::live_value)
+            .is_none());
+        assert!(mem.hit_at(&key(25), READ_LATEST).is_none());
+        assert!(
+            mem.hit_at(&key(15), 4).is_none(),
+            "the tombstone is newer than seq 4"
+        );
+        // A put above the tombstone and one outside it are both found.
+        mem.apply(6, ValueKind::Put, key(15), Bytes::from_static(b"new"));
+        mem.apply(7, ValueKind::Put, key(30), Bytes::from_static(b"out"));
+        let live = |k: u32| mem.hit_at(&key(k), READ_LATEST).and_then(Hit::live_value);
+        assert_eq!(live(15).as_deref(), Some(&b"new"[..]));
+        assert_eq!(live(30).as_deref(), Some(&b"out"[..]));
+        assert!(live(12).is_none());
     }
 
     /// A key's versions are a chain of `Arc`s, and dropping one nested a call per
