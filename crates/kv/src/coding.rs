@@ -74,9 +74,76 @@ pub(crate) fn u64_at(src: &[u8], pos: usize) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
+/// Bytes around a small store file's payload (`PROBES`, `RELEASED`): magic and version
+/// before it, CRC-32 after.
+pub(crate) const FRAME_OVERHEAD: usize = 8 + 4 + 4;
+
+/// A small checksummed file: `magic` (8 bytes), `version` (u32 LE), `payload`, and the
+/// CRC-32 of everything before it (u32 LE). See [`unframe`].
+pub(crate) fn frame(magic: &[u8; 8], version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_OVERHEAD + payload.len());
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The payload of a file [`frame`] made, after checking, in this order, its length,
+/// checksum, magic and version; why not, naming the file as `what`, if not.
+pub(crate) fn unframe<'a>(
+    bytes: &'a [u8],
+    magic: &[u8; 8],
+    version: u32,
+    what: &str,
+) -> Result<&'a [u8], String> {
+    if bytes.len() < FRAME_OVERHEAD {
+        return Err(format!(
+            "{} bytes, shorter than an empty {what} file",
+            bytes.len()
+        ));
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if u32_at(crc, 0) != Some(crc32fast::hash(body)) {
+        return Err("checksum mismatch".into());
+    }
+    if &body[..8] != magic {
+        return Err(format!("not a {what} file"));
+    }
+    match u32_at(body, 8) {
+        Some(v) if v == version => Ok(&body[12..]),
+        v => Err(format!("version {v:?}, not {version}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_round_trip_and_refuse_damage() {
+        let bytes = frame(b"BKTESTFF", 3, b"payload");
+        assert_eq!(bytes.len(), FRAME_OVERHEAD + 7);
+        assert_eq!(unframe(&bytes, b"BKTESTFF", 3, "test"), Ok(&b"payload"[..]));
+        assert_eq!(
+            unframe(&frame(b"BKTESTFF", 3, b""), b"BKTESTFF", 3, "test"),
+            Ok(&b""[..])
+        );
+        for i in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[i] ^= 1;
+            assert!(unframe(&bad, b"BKTESTFF", 3, "test").is_err(), "byte {i}");
+        }
+        assert!(unframe(&bytes[..bytes.len() - 1], b"BKTESTFF", 3, "test").is_err());
+        assert!(unframe(&bytes[..3], b"BKTESTFF", 3, "test").is_err());
+        assert!(unframe(&bytes, b"BKOTHERF", 3, "test")
+            .unwrap_err()
+            .contains("not a test"));
+        assert!(unframe(&bytes, b"BKTESTFF", 4, "test")
+            .unwrap_err()
+            .contains("version"));
+    }
 
     #[test]
     fn varint_len_is_what_put_varint_writes() {

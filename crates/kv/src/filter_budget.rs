@@ -98,41 +98,19 @@ const VERSION: u32 = 1;
 /// The `RELEASED` file's bytes: magic, version, count, the table numbers (u64 LE,
 /// ascending), CRC-32 of all before it.
 pub(crate) fn encode(numbers: &BTreeSet<u64>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(20 + 8 * numbers.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&(numbers.len() as u32).to_le_bytes());
+    let mut payload = Vec::with_capacity(4 + 8 * numbers.len());
+    payload.extend_from_slice(&(numbers.len() as u32).to_le_bytes());
     for n in numbers {
-        out.extend_from_slice(&n.to_le_bytes());
+        payload.extend_from_slice(&n.to_le_bytes());
     }
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
-    out
+    crate::coding::frame(MAGIC, VERSION, &payload)
 }
 
 /// Decodes a `RELEASED` file, checking its length, checksum, magic and version.
 pub(crate) fn decode(bytes: &[u8]) -> Result<BTreeSet<u64>, String> {
-    if bytes.len() < 20 {
-        return Err(format!("{} bytes, shorter than an empty file", bytes.len()));
-    }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    let want = u32::from_le_bytes(crc.try_into().map_err(|_| "short checksum")?);
-    if crc32fast::hash(body) != want {
-        return Err("checksum mismatch".into());
-    }
-    if &body[..8] != MAGIC {
-        return Err("not a released-filters file".into());
-    }
-    let u32_at = |at: usize| {
-        body.get(at..at + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_le_bytes)
-    };
-    if u32_at(8) != Some(VERSION) {
-        return Err(format!("version {:?}, not {VERSION}", u32_at(8)));
-    }
-    let count = u32_at(12).ok_or("truncated")? as usize;
-    let numbers = &body[16..];
+    let payload = crate::coding::unframe(bytes, MAGIC, VERSION, "released-filters")?;
+    let count = crate::coding::u32_at(payload, 0).ok_or("truncated")? as usize;
+    let numbers = &payload[4..];
     if numbers.len() != 8 * count {
         return Err(format!("{} bytes for {count} numbers", numbers.len()));
     }

@@ -155,19 +155,15 @@ impl ProbeStats {
 
     /// The `PROBES` file's bytes (docs/FORMAT.md).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(FILE_LEN);
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(NUM_LEVELS as u32).to_le_bytes());
-        out.extend_from_slice(&self.lookups.to_le_bytes());
-        out.extend_from_slice(&self.skips.to_le_bytes());
+        let mut payload = Vec::with_capacity(FILE_LEN - crate::coding::FRAME_OVERHEAD);
+        payload.extend_from_slice(&(NUM_LEVELS as u32).to_le_bytes());
+        payload.extend_from_slice(&self.lookups.to_le_bytes());
+        payload.extend_from_slice(&self.skips.to_le_bytes());
         for l in 0..NUM_LEVELS {
-            out.extend_from_slice(&self.probes[l].to_le_bytes());
-            out.extend_from_slice(&self.false_positives[l].to_le_bytes());
+            payload.extend_from_slice(&self.probes[l].to_le_bytes());
+            payload.extend_from_slice(&self.false_positives[l].to_le_bytes());
         }
-        let crc = crc32fast::hash(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        crate::coding::frame(MAGIC, VERSION, &payload)
     }
 
     /// Decodes a `PROBES` file, checking its length, checksum, magic, version, level
@@ -176,26 +172,12 @@ impl ProbeStats {
         if bytes.len() != FILE_LEN {
             return Err(format!("{} bytes, not {FILE_LEN}", bytes.len()));
         }
-        let (body, crc) = bytes.split_at(FILE_LEN - 4);
-        let want = u32::from_le_bytes(crc.try_into().map_err(|_| "short checksum")?);
-        if crc32fast::hash(body) != want {
-            return Err("checksum mismatch".into());
+        let body = crate::coding::unframe(bytes, MAGIC, VERSION, "probe statistics")?;
+        let levels = crate::coding::u32_at(body, 0);
+        if levels != Some(NUM_LEVELS as u32) {
+            return Err(format!("{levels:?} levels, not {NUM_LEVELS}"));
         }
-        if &body[..8] != MAGIC {
-            return Err("not a probe statistics file".into());
-        }
-        let u32_at = |at: usize| {
-            body.get(at..at + 4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes)
-        };
-        if u32_at(8) != Some(VERSION) {
-            return Err(format!("version {:?}, not {VERSION}", u32_at(8)));
-        }
-        if u32_at(12) != Some(NUM_LEVELS as u32) {
-            return Err(format!("{:?} levels, not {NUM_LEVELS}", u32_at(12)));
-        }
-        let mut at = 16;
+        let mut at = 4;
         let mut next = || -> Result<f64, String> {
             let v = body
                 .get(at..at + 8)

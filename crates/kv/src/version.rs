@@ -807,6 +807,27 @@ mod tests {
         }
         // A batch answers as the gets do: the tombstone hides the older table's keys.
         let keys: Vec<Vec<u8>> = (0..6000).map(key).collect();
+        let (found, tally) = batch_get(&version, &keys, READ_LATEST);
+        for (i, hit) in found.into_iter().enumerate() {
+            let hidden = (1000..2000).contains(&i);
+            assert_eq!(
+                hit.and_then(Hit::live_value).is_some(),
+                !hidden,
+                "batch key {i}"
+            );
+        }
+        assert_eq!(tally.range_del_answers, 1000);
+    }
+
+    /// Six overlapping L0 tables with Ribbon filters of few bits per key (many false
+    /// positives): every twelfth key in all of them, the newest holding the answer.
+    /// `keys` asked of `version` as one batch at `read_seq`: each key's answer, in
+    /// order, and the batch's tally.
+    fn batch_get(
+        version: &Version,
+        keys: &[Vec<u8>],
+        read_seq: SeqNo,
+    ) -> (Vec<Option<Hit>>, ReadTally) {
         let batch: Vec<BatchKey> = keys
             .iter()
             .map(|k| BatchKey {
@@ -821,25 +842,15 @@ mod tests {
             .multi_get(
                 &batch,
                 pending,
-                READ_LATEST,
+                read_seq,
                 &mut tally,
                 &mut batch_tally,
                 &mut found,
             )
             .unwrap();
-        for (i, hit) in found.into_iter().enumerate() {
-            let hidden = (1000..2000).contains(&i);
-            assert_eq!(
-                hit.and_then(Hit::live_value).is_some(),
-                !hidden,
-                "batch key {i}"
-            );
-        }
-        assert_eq!(tally.range_del_answers, 1000);
+        (found, tally)
     }
 
-    /// Six overlapping L0 tables with Ribbon filters of few bits per key (many false
-    /// positives): every twelfth key in all of them, the newest holding the answer.
     fn six_ribbon_tables() -> Version {
         let policy: Arc<dyn FilterPolicy> = Arc::new(RibbonPolicy::new(5.0).unwrap());
         let options = TableOptions {
@@ -880,26 +891,7 @@ mod tests {
         let mut keys: Vec<Vec<u8>> = (0..3_000u32).map(|n| key(n * 7_919 % 28_100)).collect();
         keys.extend((0..300u32).map(|n| key(n * 70_790 % 28_100)));
         for read_seq in [READ_LATEST, 3] {
-            let batch: Vec<BatchKey> = keys
-                .iter()
-                .map(|k| BatchKey {
-                    key: k,
-                    hash: KeyHash::of(k),
-                })
-                .collect();
-            let mut found = vec![None; batch.len()];
-            let (mut tally, mut batch_tally) = (ReadTally::default(), BatchTally::default());
-            let pending = (0..batch.len() as u32).collect();
-            version
-                .multi_get(
-                    &batch,
-                    pending,
-                    read_seq,
-                    &mut tally,
-                    &mut batch_tally,
-                    &mut found,
-                )
-                .unwrap();
+            let (found, tally) = batch_get(&version, &keys, read_seq);
             let mut want_tally = ReadTally::default();
             // Keys that met a false "maybe" and went on to a later round.
             let mut false_maybes = 0;
