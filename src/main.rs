@@ -6,6 +6,10 @@
 //! found damage, 2 the command line was wrong, 3 any other error. Errors are one line
 //! on stderr. Output cut short by its reader (`bloomkv scan DIR | head`) ends quietly.
 //!
+//! Every command that reads or writes keys, and `inspect` and `verify`, takes
+//! `--keyspace NAME` (default: the store's default keyspace); `put` makes a keyspace
+//! that does not exist yet, the others refuse an unknown name.
+//!
 //! Every command that opens a store opens it with the settings it records (its
 //! `SETTINGS` file: filter, prefix extractor, range filter, block and level sizing),
 //! not the defaults; a missing or damaged file is said on stderr and the defaults
@@ -64,6 +68,9 @@ enum Command {
     Inspect {
         /// The store directory.
         dir: PathBuf,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -73,6 +80,9 @@ enum Command {
     Verify {
         /// The store directory.
         dir: PathBuf,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -107,8 +117,12 @@ enum Command {
         /// The key is hex, and the value is printed in hex.
         #[arg(long)]
         hex: bool,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
-    /// Set a key (creates the store if the directory holds none).
+    /// Set a key (creates the store if the directory holds none, and the keyspace if
+    /// the store has none of that name).
     Put {
         dir: PathBuf,
         key: String,
@@ -116,6 +130,9 @@ enum Command {
         /// The key and the value are hex (for bytes a shell cannot pass).
         #[arg(long)]
         hex: bool,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
     /// Delete a key.
     Delete {
@@ -124,6 +141,9 @@ enum Command {
         /// The key is hex.
         #[arg(long)]
         hex: bool,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
     /// Delete every key in [START, END) with one range tombstone.
     DeleteRange {
@@ -133,6 +153,9 @@ enum Command {
         /// START and END are hex.
         #[arg(long)]
         hex: bool,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
     /// Print keys and values in [from, to), one pair per line, tab-separated (read-only
     /// open).
@@ -152,6 +175,9 @@ enum Command {
         hex: bool,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
+        /// The keyspace (see `Db::keyspace`); "default" is the store's own.
+        #[arg(long, default_value = kv::DEFAULT_KEYSPACE)]
+        keyspace: String,
     },
 }
 
@@ -239,16 +265,24 @@ fn run(command: Command) -> CmdResult {
             ExitCode::SUCCESS
         }
         Command::Sizing { items, fp_rate } => sizing_cmd(&mut out, items, fp_rate)?,
-        Command::Inspect { dir, format } => {
-            let info = kv::inspect(&dir)?;
+        Command::Inspect {
+            dir,
+            format,
+            keyspace,
+        } => {
+            let info = kv::inspect(&kv::keyspace_path(&dir, &keyspace)?)?;
             match format {
                 Format::Text => write!(out, "{info}")?,
                 Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&info)?)?,
             }
             ExitCode::SUCCESS
         }
-        Command::Verify { dir, format } => {
-            let report = kv::verify(&dir)?;
+        Command::Verify {
+            dir,
+            format,
+            keyspace,
+        } => {
+            let report = kv::verify(&kv::keyspace_path(&dir, &keyspace)?)?;
             if !report.settled {
                 return Err(Failure::Error(report.to_string().trim_end().to_string()));
             }
@@ -292,14 +326,20 @@ fn run(command: Command) -> CmdResult {
             }
             ExitCode::SUCCESS
         }
-        Command::Get { dir, keys, hex } => {
+        Command::Get {
+            dir,
+            keys,
+            hex,
+            keyspace,
+        } => {
             let keys = keys
                 .iter()
                 .map(|k| arg_bytes("key", k, hex))
                 .collect::<Result<Vec<_>, _>>()?;
             let db = open_read_only(&dir)?;
+            let ks = existing_keyspace(&db, &keyspace)?;
             let mut code = ExitCode::SUCCESS;
-            for (key, value) in keys.iter().zip(db.multi_get(&keys)?) {
+            for (key, value) in keys.iter().zip(ks.multi_get(&keys)?) {
                 match value {
                     Some(v) if hex => writeln!(out, "{}", to_hex(&v))?,
                     Some(v) => {
@@ -322,22 +362,29 @@ fn run(command: Command) -> CmdResult {
             key,
             value,
             hex,
+            keyspace,
         } => {
             let key = arg_bytes("key", &key, hex)?;
             let value = arg_bytes("value", &value, hex)?;
             let db = warn_recovery(Db::open(&dir, stored_options(&dir, Options::default())?)?);
-            db.put(&key, &value)?;
+            db.keyspace(&keyspace, Options::default())?
+                .put(&key, &value)?;
             db.close()?;
             ExitCode::SUCCESS
         }
-        Command::Delete { dir, key, hex } => {
+        Command::Delete {
+            dir,
+            key,
+            hex,
+            keyspace,
+        } => {
             let key = arg_bytes("key", &key, hex)?;
             let options = Options {
                 create_if_missing: false,
                 ..Options::default()
             };
             let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
-            db.delete(&key)?;
+            existing_keyspace(&db, &keyspace)?.delete(&key)?;
             db.close()?;
             ExitCode::SUCCESS
         }
@@ -346,6 +393,7 @@ fn run(command: Command) -> CmdResult {
             start,
             end,
             hex,
+            keyspace,
         } => {
             let start = arg_bytes("start", &start, hex)?;
             let end = arg_bytes("end", &end, hex)?;
@@ -354,7 +402,7 @@ fn run(command: Command) -> CmdResult {
                 ..Options::default()
             };
             let db = warn_recovery(Db::open(&dir, stored_options(&dir, options)?)?);
-            db.delete_range(&start, &end)?;
+            existing_keyspace(&db, &keyspace)?.delete_range(&start, &end)?;
             db.close()?;
             ExitCode::SUCCESS
         }
@@ -365,6 +413,7 @@ fn run(command: Command) -> CmdResult {
             limit,
             hex,
             format,
+            keyspace,
         } => {
             let bound = |name: &str, b: Option<String>| match b {
                 Some(k) => arg_bytes(name, &k, hex).map(Some),
@@ -375,7 +424,7 @@ fn run(command: Command) -> CmdResult {
             let hi =
                 bound("--to", to)?.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
             let db = open_read_only(&dir)?;
-            for item in db
+            for item in existing_keyspace(&db, &keyspace)?
                 .scan::<Vec<u8>, _>((lo, hi))
                 .take(limit.unwrap_or(usize::MAX))
             {
@@ -401,6 +450,17 @@ fn run(command: Command) -> CmdResult {
     };
     out.flush()?;
     Ok(code)
+}
+
+/// The keyspace called `name`, which must exist (only `put` makes one).
+fn existing_keyspace(db: &Db, name: &str) -> Result<kv::Keyspace, Failure> {
+    if name != kv::DEFAULT_KEYSPACE && !db.keyspace_names().iter().any(|n| n == name) {
+        return Err(Failure::Error(format!(
+            "{} has no keyspace called {name:?}",
+            db.path().display()
+        )));
+    }
+    Ok(db.keyspace(name, Options::default())?)
 }
 
 /// Opens an existing store read-only: the tools that only read never create a store,

@@ -16,6 +16,10 @@
 //! PROBES.tmp       probe statistics being written; renamed to PROBES once synced
 //! RELEASED         tables whose filters the budget let go of (see `filter_budget`)
 //! RELEASED.tmp     that list being written; renamed to RELEASED once synced
+//! KEYSPACES        the store's named keyspaces (see `keyspaces`)
+//! KEYSPACES.tmp    that list being written; renamed to KEYSPACES once synced
+//! keyspace-000003/ named keyspace 3's tables, manifest and settings (its writes are
+//!                  in the root's logs)
 //! CLOSED           left by a clean close: the log it names may be appended to again
 //!                  (see `recovery::ClosedMark`); removed by the next open
 //! lost/            tables moved aside, never deleted: damaged ones (by `repair`)
@@ -54,6 +58,13 @@ pub const RELEASED: &str = "RELEASED";
 /// The name a new list of released filters is written under before it is renamed to
 /// [`RELEASED`].
 pub const RELEASED_TMP: &str = "RELEASED.tmp";
+/// The keyspace list's file name (see `keyspaces`).
+pub const KEYSPACES: &str = "KEYSPACES";
+/// The name a new keyspace list is written under before it is renamed to
+/// [`KEYSPACES`].
+pub const KEYSPACES_TMP: &str = "KEYSPACES.tmp";
+/// What a named keyspace's directory name starts with (`keyspace-000003`).
+const KEYSPACE_DIR_PREFIX: &str = "keyspace-";
 /// The lock file's name.
 pub const LOCK: &str = "LOCK";
 /// The clean-close mark's name (see `recovery::ClosedMark`).
@@ -89,6 +100,12 @@ pub enum FileKind {
     Settings,
     /// `SETTINGS.tmp` (garbage after a crash).
     SettingsTemp,
+    /// `KEYSPACES`.
+    Keyspaces,
+    /// `KEYSPACES.tmp` (garbage after a crash).
+    KeyspacesTemp,
+    /// `keyspace-{number:06}`: a named keyspace's directory.
+    KeyspaceDir(u32),
 }
 
 /// `{number:06}.sst`
@@ -171,6 +188,26 @@ pub fn probes_tmp_path(dir: &Path) -> PathBuf {
     dir.join(PROBES_TMP)
 }
 
+/// `dir/KEYSPACES`
+pub fn keyspaces_path(dir: &Path) -> PathBuf {
+    dir.join(KEYSPACES)
+}
+
+/// `dir/KEYSPACES.tmp`
+pub fn keyspaces_tmp_path(dir: &Path) -> PathBuf {
+    dir.join(KEYSPACES_TMP)
+}
+
+/// `keyspace-{id:06}`
+pub fn keyspace_dir_name(id: u32) -> String {
+    format!("{KEYSPACE_DIR_PREFIX}{id:06}")
+}
+
+/// `dir/keyspace-{id:06}`: where named keyspace `id` keeps its tables.
+pub fn keyspace_dir(dir: &Path, id: u32) -> PathBuf {
+    dir.join(keyspace_dir_name(id))
+}
+
 /// `dir/CLOSED`
 pub fn closed_path(dir: &Path) -> PathBuf {
     dir.join(CLOSED)
@@ -195,7 +232,13 @@ pub fn parse_file_name(name: &str) -> Option<FileKind> {
         CLOSED => return Some(FileKind::Closed),
         SETTINGS => return Some(FileKind::Settings),
         SETTINGS_TMP => return Some(FileKind::SettingsTemp),
+        KEYSPACES => return Some(FileKind::Keyspaces),
+        KEYSPACES_TMP => return Some(FileKind::KeyspacesTemp),
         _ => {}
+    }
+    if let Some(digits) = name.strip_prefix(KEYSPACE_DIR_PREFIX) {
+        let id: u32 = digits.parse().ok()?;
+        return (keyspace_dir_name(id) == name).then_some(FileKind::KeyspaceDir(id));
     }
     let (stem, make): (&str, fn(u64) -> FileKind) =
         if let Some(stem) = name.strip_suffix(TEMP_TABLE_SUFFIX) {

@@ -495,7 +495,7 @@ fn verify_once(fs: &OsFileSystem, dir: &Path) -> Result<VerifyReport> {
     let floor = state.as_ref().map_or(0, |s| s.last_sequence());
     let tables_sound = report.problems.is_empty();
     for mode in WalRecovery::ALL {
-        let verdict = match recovery::replay(&fs, dir, &wals, mode, floor) {
+        let verdict = match recovery::replay(&fs, dir, &wals, mode, floor, &[]) {
             Ok(r) => ModeVerdict {
                 mode,
                 opens: tables_sound,

@@ -52,6 +52,7 @@ pub mod filter_plan;
 pub mod fs;
 mod inspect;
 mod keycmp;
+mod keyspaces;
 mod lazy_table;
 pub mod learned;
 pub mod manifest;
@@ -78,9 +79,11 @@ pub mod write_batch;
 
 pub use db::Checkpoint;
 pub use db::Db;
+pub use db::Keyspace;
 pub use db::Snapshot;
 pub use error::{Error, Result};
 pub use inspect::{inspect, verify, ModeVerdict, Problem, StoreInfo, TableInfo, VerifyReport};
+pub use keyspaces::{keyspace_path, DEFAULT_KEYSPACE, MAX_KEYSPACE_NAME};
 pub use options::{FilterAllocation, FilterKind, Options, WalRecovery};
 pub use prefix::{FixedPrefix, PrefixExtractor};
 pub use recovery::{DroppedSpan, RecoveryReport, WalOutcome};
@@ -93,5 +96,7 @@ pub use sstable::{Compression, RangeFilterOptions};
 pub use stats::{
     Counters, DbStats, LevelCounters, LevelStats, LevelTally, ReadTally, Stripe, COUNTER_STRIPES,
 };
-pub use types::{Entry, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS};
+pub use types::{
+    Entry, KeyspaceId, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_VALUE_LEN, NUM_LEVELS,
+};
 pub use write_batch::WriteBatch;

@@ -37,7 +37,7 @@ use crate::filename;
 use crate::fs::FileSystem;
 use crate::memtable::Memtable;
 use crate::options::WalRecovery;
-use crate::types::SeqNo;
+use crate::types::{KeyspaceId, SeqNo};
 use crate::wal::{self, BadRecord, Span};
 use crate::write_batch::{self, DecodedBatch};
 
@@ -153,10 +153,21 @@ impl fmt::Display for RecoveryReport {
     }
 }
 
+/// Where replay sends a keyspace's writes: the keyspace, and the first log that holds
+/// writes of it that its tables do not (its manifest's log number). Writes of a
+/// keyspace not routed (a dropped one) are skipped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Route {
+    pub keyspace: KeyspaceId,
+    pub first_log: u64,
+}
+
 /// The logs' writes, recovered.
 pub(crate) struct Replayed {
-    /// Every replayed write.
+    /// Every replayed write of the default keyspace.
     pub memtable: Memtable,
+    /// Every replayed write of each named keyspace routed, in the routes' order.
+    pub named: Vec<(KeyspaceId, Memtable)>,
     /// The highest sequence number of a valid record in the logs, replayed or not
     /// (point-in-time recovery drops valid records after damage), or the floor given
     /// if there was none: new writes number above it, so no write ever takes the
@@ -274,8 +285,22 @@ pub(crate) fn replay(
     numbers: &[u64],
     mode: WalRecovery,
     floor: SeqNo,
+    routes: &[Route],
 ) -> Result<Replayed> {
     let memtable = Memtable::new();
+    let named: Vec<(KeyspaceId, Memtable)> = routes
+        .iter()
+        .filter(|r| r.keyspace != KeyspaceId::DEFAULT)
+        .map(|r| (r.keyspace, Memtable::new()))
+        .collect();
+    // The default keyspace takes every write of every log unless routed otherwise.
+    let first_log = |keyspace: KeyspaceId| {
+        routes
+            .iter()
+            .find(|r| r.keyspace == keyspace)
+            .map(|r| r.first_log)
+            .or((keyspace == KeyspaceId::DEFAULT).then_some(0))
+    };
     let mut report = RecoveryReport::empty(mode);
     let mut last_seq = floor;
     // The highest sequence number of a valid record met, replayed or dropped.
@@ -375,7 +400,23 @@ pub(crate) fn replay(
                     last_seq = last_seq.max(batch.last_seq().unwrap_or(batch.base_seq));
                     outcome.records += 1;
                     for (seq, op) in batch.into_ops() {
-                        memtable.apply_op(seq, op.kind, op.key, op.value);
+                        let Some(first) = first_log(op.keyspace) else {
+                            continue; // a dropped keyspace's write
+                        };
+                        if number < first {
+                            continue; // in the keyspace's tables already
+                        }
+                        let mem = if op.keyspace == KeyspaceId::DEFAULT {
+                            Some(&memtable)
+                        } else {
+                            named
+                                .iter()
+                                .find(|(id, _)| *id == op.keyspace)
+                                .map(|(_, m)| m)
+                        };
+                        if let Some(mem) = mem {
+                            mem.apply_op(seq, op.kind, op.key, op.value);
+                        }
                     }
                 }
                 Item::Invalid {
@@ -395,6 +436,7 @@ pub(crate) fn replay(
     }
     Ok(Replayed {
         memtable,
+        named,
         last_seq: last_seq.max(seen_seq),
         report,
     })
@@ -505,7 +547,7 @@ mod tests {
     }
 
     fn run(fs: &MemFileSystem, numbers: &[u64], mode: WalRecovery) -> Result<Replayed> {
-        replay(fs, &dir(), numbers, mode, 0)
+        replay(fs, &dir(), numbers, mode, 0, &[])
     }
 
     fn keys(r: &Replayed) -> Vec<String> {
@@ -623,7 +665,7 @@ mod tests {
         let (a, _) = log(1, 5, "a");
         let fs = store(&[(3, a)]);
         // Tables already hold everything up to 5: nothing here is newer.
-        let r = replay(&fs, &dir(), &[3], WalRecovery::SkipCorrupted, 5).unwrap();
+        let r = replay(&fs, &dir(), &[3], WalRecovery::SkipCorrupted, 5, &[]).unwrap();
         assert!(r.memtable.is_empty());
         assert_eq!(r.last_seq, 5);
         assert_eq!(r.report.dropped.len(), 1);

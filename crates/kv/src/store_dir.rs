@@ -127,6 +127,19 @@ pub(crate) fn remove_obsolete(
     }
 }
 
+/// Deletes the logs in `dir` numbered below `first_live` and nothing else: what a
+/// keyspace's flush may do in the directory another keyspace writes tables to.
+pub(crate) fn remove_logs_below(fs: &Arc<dyn FileSystem>, dir: &Path, first_live: u64) {
+    let Ok(names) = fs.list(dir) else { return };
+    for name in names {
+        if let Some(FileKind::Wal(n)) = parse_file_name(&name) {
+            if n < first_live {
+                let _ = fs.remove(&dir.join(&name));
+            }
+        }
+    }
+}
+
 /// The level of a table the manifest in `dir` lists, refused when the store has no
 /// such level: the manifest's format numbers levels up to `MAX_LEVELS`, the store
 /// uses `NUM_LEVELS`.
@@ -211,7 +224,8 @@ pub(crate) fn tidy_before_writing(
         match parse_file_name(name) {
             Some(FileKind::TempTable(_))
             | Some(FileKind::ManifestTemp)
-            | Some(FileKind::SettingsTemp) => {
+            | Some(FileKind::SettingsTemp)
+            | Some(FileKind::KeyspacesTemp) => {
                 let path = dir.join(name);
                 match fs.remove(&path) {
                     Ok(()) => {}

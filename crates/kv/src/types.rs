@@ -9,6 +9,34 @@ use bytes::Bytes;
 /// A global, monotonically increasing write number: newer writes have larger numbers.
 pub type SeqNo = u64;
 
+/// A keyspace's number in its store (see [`Db::keyspace`](crate::Db::keyspace)): what a
+/// write batch records for each op. The default keyspace is 0; named keyspaces are
+/// numbered from 1 as they are made, and a number is never given twice, so a log
+/// record for a dropped keyspace can never be replayed into a newer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct KeyspaceId(u32);
+
+impl KeyspaceId {
+    /// The default keyspace: the store as it was before keyspaces.
+    pub const DEFAULT: KeyspaceId = KeyspaceId(0);
+
+    /// The keyspace numbered `n`.
+    pub const fn new(n: u32) -> KeyspaceId {
+        KeyspaceId(n)
+    }
+
+    /// Its number.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for KeyspaceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 /// The largest sequence number a store gives a write or accepts from its files:
 /// `2^63 - 1`, beyond reach (a write every nanosecond for 290 years), so that `+ 1` on
 /// any number a file supplies cannot overflow. A log record or manifest past it is

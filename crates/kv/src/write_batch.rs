@@ -18,7 +18,15 @@
 //! op (put):          | kind = 1 | varint key_len | key | varint value_len | value |
 //! op (delete):       | kind = 0 | varint key_len | key |
 //! op (delete range): | kind = 2 | varint start_len | start | varint end_len | end |
+//!
+//! op in a named keyspace: | kind | 0x80 | varint keyspace | the op's fields as above |
 //! ```
+//!
+//! An op in the default keyspace is untagged, so a store that never made a keyspace
+//! writes exactly the bytes it always did. An op for a named keyspace (see
+//! `db/keyspace.rs`) sets the kind byte's high bit and carries the keyspace's number
+//! after it: one record, one checksum, so a batch across keyspaces is atomic as any
+//! batch is. A build that predates keyspaces refuses a tagged op as an unknown kind.
 //!
 //! A delete range removes every key in `[start, end)` (see `range_del.rs`); it takes
 //! one sequence number like any op. A build that predates kind 2 refuses such a batch
@@ -43,7 +51,9 @@ use bytes::Bytes;
 
 use crate::coding::{get_varint, put_varint};
 use crate::error::{Error, Result};
-use crate::types::{SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_SEQ, MAX_VALUE_LEN};
+use crate::types::{
+    KeyspaceId, SeqNo, ValueKind, MAX_BATCH_LEN, MAX_KEY_LEN, MAX_SEQ, MAX_VALUE_LEN,
+};
 
 /// Bytes before the first op: `base_seq` (8) and `count` (4).
 pub const HEADER_LEN: usize = 12;
@@ -54,6 +64,9 @@ pub(crate) const PUT_OVERHEAD: usize = 21;
 
 /// The fewest bytes one op can take: a kind byte and a one-byte key length.
 const MIN_OP_LEN: usize = 2;
+
+/// Set in an op's kind byte when a keyspace number follows it.
+const KEYSPACE_TAG: u8 = 0x80;
 
 /// What one operation of a batch does: its kind byte in the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +131,9 @@ pub struct WriteBatch {
     longest_value: usize,
     /// A range delete whose start is not below its end was added.
     empty_range: bool,
+    /// The keyspaces the ops go to, each once, in the order first used (empty while
+    /// the batch is empty).
+    keyspaces: Vec<KeyspaceId>,
 }
 
 impl WriteBatch {
@@ -129,6 +145,7 @@ impl WriteBatch {
             longest_key: 0,
             longest_value: 0,
             empty_range: false,
+            keyspaces: Vec::new(),
         }
     }
 
@@ -143,32 +160,23 @@ impl WriteBatch {
             longest_key: 0,
             longest_value: 0,
             empty_range: false,
+            keyspaces: Vec::new(),
         }
     }
 
     /// Adds "set `key` to `value`".
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        // One growth for the whole operation, not one per field.
-        self.rep.reserve(PUT_OVERHEAD + key.len() + value.len());
-        self.rep.push(ValueKind::Put as u8);
-        put_varint(&mut self.rep, key.len() as u64);
-        self.rep.extend_from_slice(key);
-        put_varint(&mut self.rep, value.len() as u64);
-        self.rep.extend_from_slice(value);
-        self.count += 1;
-        self.longest_key = self.longest_key.max(key.len());
-        self.longest_value = self.longest_value.max(value.len());
+        self.push(
+            KeyspaceId::DEFAULT,
+            OpKind::Put,
+            key.as_ref(),
+            value.as_ref(),
+        );
     }
 
     /// Adds "delete `key`" (a tombstone; deleting an absent key is not an error).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
-        self.rep.push(ValueKind::Delete as u8);
-        put_varint(&mut self.rep, key.len() as u64);
-        self.rep.extend_from_slice(key);
-        self.count += 1;
-        self.longest_key = self.longest_key.max(key.len());
+        self.push(KeyspaceId::DEFAULT, OpKind::Delete, key.as_ref(), &[]);
     }
 
     /// Adds "delete every key in `[start, end)`" (a range tombstone). The store
@@ -184,17 +192,101 @@ impl WriteBatch {
     /// ```
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
         let (start, end) = (start.as_ref(), end.as_ref());
-        self.rep.reserve(PUT_OVERHEAD + start.len() + end.len());
-        self.rep.push(OpKind::DeleteRange as u8);
-        put_varint(&mut self.rep, start.len() as u64);
-        self.rep.extend_from_slice(start);
-        put_varint(&mut self.rep, end.len() as u64);
-        self.rep.extend_from_slice(end);
-        self.count += 1;
-        self.longest_key = self.longest_key.max(start.len()).max(end.len());
-        if start >= end {
-            self.empty_range = true;
+        self.push(KeyspaceId::DEFAULT, OpKind::DeleteRange, start, end);
+    }
+
+    /// Adds "set `key` to `value`" in `keyspace` (a [`Keyspace`](crate::Keyspace) or
+    /// its id). One batch may span keyspaces: it is applied whole or not at all, also
+    /// across a crash, and readers see it whole. A keyspace of another store, or one
+    /// dropped, makes the store refuse the batch (`InvalidArgument`).
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options, WriteBatch};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let orders = db.keyspace("orders", Options::default())?;
+    /// let stock = db.keyspace("stock", Options::default())?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&orders, "o-17", "2 x widget");
+    /// batch.put_in(&stock, "widget", "98");
+    /// db.write(batch)?;
+    /// assert_eq!(stock.get("widget")?.as_deref(), Some(&b"98"[..]));
+    /// assert_eq!(db.get("widget")?, None, "the default keyspace is another one");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn put_in(
+        &mut self,
+        keyspace: impl Into<KeyspaceId>,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) {
+        self.push(keyspace.into(), OpKind::Put, key.as_ref(), value.as_ref());
+    }
+
+    /// Adds "delete `key`" in `keyspace` (see [`WriteBatch::put_in`]).
+    pub fn delete_in(&mut self, keyspace: impl Into<KeyspaceId>, key: impl AsRef<[u8]>) {
+        self.push(keyspace.into(), OpKind::Delete, key.as_ref(), &[]);
+    }
+
+    /// Adds "delete every key in `[start, end)`" in `keyspace` (see
+    /// [`WriteBatch::put_in`] and [`WriteBatch::delete_range`]).
+    pub fn delete_range_in(
+        &mut self,
+        keyspace: impl Into<KeyspaceId>,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
+        self.push(
+            keyspace.into(),
+            OpKind::DeleteRange,
+            start.as_ref(),
+            end.as_ref(),
+        );
+    }
+
+    /// Encodes one op (`value` is a range delete's end; unused for a delete).
+    fn push(&mut self, keyspace: KeyspaceId, kind: OpKind, key: &[u8], value: &[u8]) {
+        // One growth for the whole operation, not one per field (a tag adds at most
+        // five bytes).
+        let tag = if keyspace == KeyspaceId::DEFAULT {
+            0
+        } else {
+            5
+        };
+        self.rep
+            .reserve(PUT_OVERHEAD + tag + key.len() + value.len());
+        if keyspace == KeyspaceId::DEFAULT {
+            self.rep.push(kind as u8);
+        } else {
+            self.rep.push(kind as u8 | KEYSPACE_TAG);
+            put_varint(&mut self.rep, u64::from(keyspace.get()));
         }
+        put_varint(&mut self.rep, key.len() as u64);
+        self.rep.extend_from_slice(key);
+        if kind != OpKind::Delete {
+            put_varint(&mut self.rep, value.len() as u64);
+            self.rep.extend_from_slice(value);
+        }
+        self.count += 1;
+        self.longest_key = self.longest_key.max(key.len());
+        match kind {
+            OpKind::Put => self.longest_value = self.longest_value.max(value.len()),
+            OpKind::DeleteRange => {
+                self.longest_key = self.longest_key.max(value.len());
+                if key >= value {
+                    self.empty_range = true;
+                }
+            }
+            OpKind::Delete => {}
+        }
+        if self.keyspaces.last() != Some(&keyspace) && !self.keyspaces.contains(&keyspace) {
+            self.keyspaces.push(keyspace);
+        }
+    }
+
+    /// The keyspaces the batch writes to, each once.
+    pub(crate) fn keyspaces(&self) -> &[KeyspaceId] {
+        &self.keyspaces
     }
 
     /// The number of operations.
@@ -214,6 +306,7 @@ impl WriteBatch {
         self.longest_key = 0;
         self.longest_value = 0;
         self.empty_range = false;
+        self.keyspaces.clear();
     }
 
     /// Checks the store's limits: keys up to [`MAX_KEY_LEN`], values up to
@@ -344,6 +437,8 @@ impl fmt::Debug for WriteBatch {
 /// One operation of a decoded batch. Key and value share the payload's buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchOp {
+    /// The keyspace the op writes to ([`KeyspaceId::DEFAULT`] for an untagged op).
+    pub keyspace: KeyspaceId,
     /// Put, delete or range delete.
     pub kind: OpKind,
     /// The user key (a range delete's start).
@@ -385,8 +480,9 @@ impl DecodedBatch {
 pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
     let mut ops = Vec::new();
     // One pass: on an error the half-built list is dropped.
-    let base_seq = walk(payload, file, |kind, key, value| {
+    let base_seq = walk(payload, file, |keyspace, kind, key, value| {
         ops.push(BatchOp {
+            keyspace,
             kind,
             key: payload.slice(key),
             value: payload.slice(value),
@@ -398,17 +494,17 @@ pub fn decode(payload: &Bytes, file: &Path) -> Result<DecodedBatch> {
 /// Checks a whole payload (every check of [`decode`]) without handing out anything;
 /// returns the base sequence number.
 pub(crate) fn check(payload: &[u8], file: &Path) -> Result<SeqNo> {
-    walk(payload, file, |_, _, _| {})
+    walk(payload, file, |_, _, _, _| {})
 }
 
-/// Calls `op(kind, key, value)` for each operation of a payload, in order, with the
-/// byte ranges of its key and value (empty for a delete). For a payload [`check`]
+/// Calls `op(keyspace, kind, key, value)` for each operation of a payload, in order,
+/// with the byte ranges of its key and value (empty for a delete). For a payload [`check`]
 /// accepted this cannot fail; on any other payload, operations before the fault have
 /// been handed out when the error comes back.
 pub(crate) fn for_each_op(
     payload: &[u8],
     file: &Path,
-    op: impl FnMut(OpKind, Range<usize>, Range<usize>),
+    op: impl FnMut(KeyspaceId, OpKind, Range<usize>, Range<usize>),
 ) -> Result<()> {
     walk(payload, file, op).map(|_| ())
 }
@@ -417,7 +513,7 @@ pub(crate) fn for_each_op(
 fn walk(
     payload: &[u8],
     file: &Path,
-    mut op: impl FnMut(OpKind, Range<usize>, Range<usize>),
+    mut op: impl FnMut(KeyspaceId, OpKind, Range<usize>, Range<usize>),
 ) -> Result<SeqNo> {
     let corrupt = |reason: String| Error::corruption(file, format!("write batch: {reason}"));
     if payload.len() < HEADER_LEN {
@@ -447,11 +543,19 @@ fn walk(
             .get(pos)
             .ok_or_else(|| corrupt(format!("count {count} but the payload ends after {i} ops")))?;
         pos += 1;
-        let kind = OpKind::from_u8(kind_byte).ok_or_else(|| {
+        let kind = OpKind::from_u8(kind_byte & !KEYSPACE_TAG).ok_or_else(|| {
             corrupt(format!(
                 "op {i} at byte {at}: unknown kind byte {kind_byte}"
             ))
         })?;
+        let keyspace = if kind_byte & KEYSPACE_TAG == 0 {
+            KeyspaceId::DEFAULT
+        } else {
+            get_varint(payload, &mut pos)
+                .and_then(|id| u32::try_from(id).ok())
+                .map(KeyspaceId::new)
+                .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad keyspace number")))?
+        };
         let key = read_range(payload, &mut pos)
             .ok_or_else(|| corrupt(format!("op {i} at byte {at}: bad key length")))?;
         let value = match kind {
@@ -464,7 +568,7 @@ fn walk(
                 "op {i} at byte {at}: range delete's start is not below its end"
             )));
         }
-        op(kind, key, value);
+        op(keyspace, kind, key, value);
     }
     if pos != payload.len() {
         return Err(corrupt(format!(
@@ -602,6 +706,47 @@ mod tests {
         let mut too_long = WriteBatch::new();
         too_long.delete_range("a", vec![b'z'; MAX_KEY_LEN + 1]);
         assert!(too_long.check_limits().is_err());
+    }
+
+    #[test]
+    fn ops_of_named_keyspaces_carry_their_number() {
+        let mut batch = WriteBatch::new();
+        batch.put("a", "1");
+        batch.put_in(KeyspaceId::new(3), "b", "2");
+        batch.delete_in(KeyspaceId::new(300), "c");
+        batch.delete_range_in(KeyspaceId::new(3), "d", "e");
+        assert_eq!(
+            batch.keyspaces(),
+            [
+                KeyspaceId::DEFAULT,
+                KeyspaceId::new(3),
+                KeyspaceId::new(300)
+            ]
+        );
+        let decoded = decode(&batch.into_payload(10).unwrap(), path()).unwrap();
+        let got: Vec<(u32, OpKind, &[u8])> = decoded
+            .ops
+            .iter()
+            .map(|op| (op.keyspace.get(), op.kind, &op.key[..]))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, OpKind::Put, &b"a"[..]),
+                (3, OpKind::Put, b"b"),
+                (300, OpKind::Delete, b"c"),
+                (3, OpKind::DeleteRange, b"d"),
+            ]
+        );
+        // A tag whose number does not fit a u32, and one cut short, are corruption.
+        let mut bad = vec![0u8; HEADER_LEN];
+        bad[8] = 1;
+        bad.extend_from_slice(&[0x81, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, b'k', 1, b'v']);
+        assert!(assert_corrupt(&bad).contains("keyspace"));
+        let mut cut = vec![0u8; HEADER_LEN];
+        cut[8] = 1;
+        cut.extend_from_slice(&[0x81, 0x83]);
+        assert_corrupt(&cut);
     }
 
     #[test]

@@ -130,6 +130,12 @@ fn generate(name: &str) -> Option<Vec<u8>> {
             out
         }
         "manifest" => example_manifest(),
+        "write-batch-keyspace" => {
+            let mut batch = WriteBatch::new();
+            batch.put_in(bloomkv_kv::KeyspaceId::new(3), "k", "v");
+            batch.delete("x");
+            batch.encode(9).unwrap()
+        }
         "write-batch-range" => {
             let mut batch = WriteBatch::new();
             batch.delete_range("a", "c");
@@ -177,6 +183,7 @@ fn every_hex_example_in_format_md_is_what_the_encoders_write() {
         "manifest",
         "range-filter-block",
         "write-batch-range",
+        "write-batch-keyspace",
         "range-tombstone-block",
     ] {
         assert!(

@@ -31,7 +31,7 @@ impl Inner {
                 }
                 s.pending = false;
             }
-            if lock(&self.bg_error).is_some() {
+            if lock(&self.journal.bg_error).is_some() {
                 // Nothing will run again, but whoever scheduled this pass may be
                 // waiting for progress: wake them to find the error.
                 self.notify_progress();

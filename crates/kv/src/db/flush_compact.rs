@@ -34,7 +34,7 @@ impl Inner {
     pub(super) fn flush(&self) -> Result<()> {
         self.check_writable()?;
         {
-            let mut w = lock(&self.writer);
+            let mut w = lock(&self.journal.writer);
             self.check_bg_error()?;
             if !self.current().mem.is_empty() {
                 self.freeze(&mut w)?;
@@ -52,7 +52,7 @@ impl Inner {
         };
         let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
         // Every version a live snapshot sees goes to the table; the newest always does.
-        let snapshots = self.snapshots.sequence_numbers();
+        let snapshots = self.journal.snapshots.sequence_numbers();
         let versions = Retain::new(mem.versions().map(Ok), snapshots, false);
         // The memtable's range tombstones go with its entries, whole (L0 tables may
         // overlap, so nothing is clipped).
@@ -133,7 +133,10 @@ impl Inner {
                 version: Arc::new(version),
             }
         });
-        remove_obsolete(&self.fs, &self.dir, None, live_wal);
+        // Leftover temporary files of this keyspace's directory; the logs are the
+        // journal's, deleted when no keyspace needs them.
+        remove_obsolete(&self.fs, &self.dir, None, 0);
+        self.journal.retire_logs(self.id, live_wal);
         Ok(())
     }
 
@@ -484,7 +487,7 @@ impl Inner {
             .collect::<Result<Vec<Source>>>()?;
         // Read after the inputs were chosen: a snapshot taken later sees at least
         // every write the inputs hold, so it needs only their newest versions.
-        let snapshots = self.snapshots.sequence_numbers();
+        let snapshots = self.journal.snapshots.sequence_numbers();
         // The inputs' range tombstones: they drop the versions they hide from every
         // reader, and go on into the outputs, except at the bottom those no snapshot
         // is older than (every reader sees them, and what they hid is gone).

@@ -1,9 +1,12 @@
-//! The store's shared state, one `Inner` behind an `Arc`: the view readers load, the
-//! writer, the maintenance state, the signals between them and the background error.
+//! A keyspace's shared state, one `Inner` behind an `Arc`: the view readers load, the
+//! maintenance state and the signals between them; the writer, the sequence numbers,
+//! the snapshots and the background error are the store's, in its `Journal` (see
+//! `journal.rs`). A store without named keyspaces has one `Inner`, the default
+//! keyspace.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use arc_swap::ArcSwap;
@@ -11,7 +14,7 @@ use bloomkv_filter::FilterPolicy;
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::fs::{FileLock, FileSystem};
+use crate::fs::FileSystem;
 use crate::memtable::{ByteArena, Memtable};
 use crate::options::{FilterAllocation, Options};
 use crate::probe_stats::{ProbeStats, Raw, Tracker};
@@ -19,12 +22,12 @@ use crate::recovery::ClosedMark;
 use crate::sstable::TableCache;
 use crate::stats::{Counters, DbStats};
 use crate::table_files::TableFiles;
-use crate::types::SeqNo;
 use crate::types::NUM_LEVELS;
+use crate::types::{KeyspaceId, SeqNo};
 use crate::version::Version;
 use crate::wal::WalWriter;
 
-use super::snapshot::SnapshotList;
+use super::journal::Journal;
 
 /// What a reader needs, swapped as a whole when a memtable freezes or a version changes.
 ///
@@ -45,7 +48,7 @@ pub(super) struct View {
     pub(super) version: Arc<Version>,
 }
 
-/// The single writer's state.
+/// The single writer's state (one per store, in its [`Journal`]).
 pub(super) struct Writer {
     pub(super) wal: WalWriter,
     /// The number of the log `wal` appends to.
@@ -78,6 +81,13 @@ pub(super) struct Signal {
 }
 
 pub(super) struct Inner {
+    /// Which keyspace this is ([`KeyspaceId::DEFAULT`] for the store's root).
+    pub(super) id: KeyspaceId,
+    /// What every keyspace of the store shares: the log and its writer, the sequence
+    /// numbers, the snapshots, the background error.
+    pub(super) journal: Arc<Journal>,
+    /// Set when the keyspace is dropped: its handles refuse writes from then on.
+    pub(super) dropped: AtomicBool,
     pub(super) dir: PathBuf,
     pub(super) fs: Arc<dyn FileSystem>,
     pub(super) options: Options,
@@ -88,20 +98,16 @@ pub(super) struct Inner {
     pub(super) counters: Arc<Counters>,
     /// Bounds the open table files (`max_open_files`).
     pub(super) table_cache: Arc<TableCache>,
-    pub(super) next_file_number: AtomicU64,
+    /// The default keyspace's is the journal's (logs are numbered from it too).
+    pub(super) next_file_number: Arc<AtomicU64>,
     /// The current view. Readers `load` it; it is replaced only under `view_write`.
     pub(super) view: ArcSwap<View>,
     /// Held while the view is read and replaced (a memtable freeze, a version
     /// install), so that two replacements never overwrite each other.
     pub(super) view_write: Mutex<()>,
-    /// The last sequence number of the newest write batch that is completely in the
-    /// memtable. Readers see writes up to it and no further, so a batch becomes visible
-    /// all at once; published (release) by the writer after the batch is applied.
-    pub(super) visible_seq: AtomicU64,
-    pub(super) writer: Mutex<Writer>,
-    /// Signalled (with `writer` locked briefly, so a writer that checked the view and
-    /// is about to wait cannot miss it) after every flush, compaction or background
-    /// failure: what a stalled writer waits for.
+    /// Signalled (with the journal's writer locked briefly, so a writer that checked
+    /// the view and is about to wait cannot miss it) after every flush, compaction or
+    /// background failure: what a stalled writer waits for.
     pub(super) progress: Condvar,
     pub(super) maint: Mutex<Maint>,
     /// Callers (`flush`, `compact`, `wait_for_compaction`) waiting for `maint`: the
@@ -111,17 +117,11 @@ pub(super) struct Inner {
     pub(super) maint_handoff: Condvar,
     pub(super) signal: Mutex<Signal>,
     pub(super) wake: Condvar,
-    /// The first background failure; once set, writes are refused.
-    pub(super) bg_error: Mutex<Option<String>>,
-    /// The live snapshots: what flushes and compactions must keep versions for.
-    pub(super) snapshots: SnapshotList,
     /// Where lookups went, for `FilterAllocation::Adaptive` (see `probe_stats.rs`).
     pub(super) probes: Mutex<Tracker>,
     /// Live tables whose filters the budget released (`filter_budget.rs`), as the
     /// `RELEASED` file records them.
     pub(super) released: Mutex<BTreeSet<u64>>,
-    /// The directory's lock (`None` for a read-only open, which takes none).
-    _lock: Option<FileLock>,
 }
 
 /// Locks a mutex, recovering from poisoning: every critical section leaves its state
@@ -227,28 +227,50 @@ fn adaptive_start(
     tracker
 }
 
-/// Where an open's recovery left the store: what [`Inner::new`] starts from.
+/// Where an open's recovery left a keyspace: what [`Inner::new`] starts from.
 pub(super) struct Recovered {
     /// The live tables.
     pub(super) version: Version,
     /// The memtable writes go to, and the oldest log backing it (see [`View`]).
     pub(super) mem: Memtable,
     pub(super) mem_wal: u64,
+    /// The highest sequence number the tables hold.
+    pub(super) last_sequence: SeqNo,
+    /// The keyspace's file numbers (the default keyspace's are the journal's).
+    pub(super) next_file_number: Arc<AtomicU64>,
+}
+
+/// Where an open's recovery left the log: what the [`Journal`]'s writer starts from.
+pub(super) struct RecoveredLog {
     /// The log the writer appends to, its number, and its length when it was opened.
     pub(super) wal: WalWriter,
     pub(super) wal_number: u64,
     pub(super) wal_start: u64,
     /// The last sequence number written: readers see up to it, writes number above.
     pub(super) last_seq: SeqNo,
-    /// The highest sequence number the tables hold.
-    pub(super) last_sequence: SeqNo,
-    pub(super) next_file_number: u64,
+}
+
+impl RecoveredLog {
+    /// The writer's state this log starts.
+    pub(super) fn writer(self) -> Writer {
+        Writer {
+            wal: self.wal,
+            wal_number: self.wal_number,
+            wal_start: self.wal_start,
+            next_seq: self.last_seq + 1,
+            values: ByteArena::default(),
+        }
+    }
 }
 
 impl Inner {
-    /// The shared state both opens make from their parts and what they recovered
-    /// (`lock`: `None` for a read-only open, which takes none).
-    pub(super) fn new(parts: Parts, recovered: Recovered, lock: Option<FileLock>) -> Inner {
+    /// A keyspace's shared state, made from its parts and what open recovered.
+    pub(super) fn new(
+        parts: Parts,
+        recovered: Recovered,
+        journal: Arc<Journal>,
+        id: KeyspaceId,
+    ) -> Inner {
         let Parts {
             dir,
             fs,
@@ -267,12 +289,15 @@ impl Inner {
             &recovered.version,
         ));
         Inner {
+            id,
+            journal,
+            dropped: AtomicBool::new(false),
             fs,
             policy,
             policies,
             counters,
             table_cache,
-            next_file_number: AtomicU64::new(recovered.next_file_number),
+            next_file_number: recovered.next_file_number,
             view: ArcSwap::from_pointee(View {
                 mem: Arc::new(recovered.mem),
                 mem_wal: recovered.mem_wal,
@@ -280,14 +305,6 @@ impl Inner {
                 version: Arc::new(recovered.version),
             }),
             view_write: Mutex::new(()),
-            writer: Mutex::new(Writer {
-                wal: recovered.wal,
-                wal_number: recovered.wal_number,
-                wal_start: recovered.wal_start,
-                next_seq: recovered.last_seq + 1,
-                values: ByteArena::default(),
-            }),
-            visible_seq: AtomicU64::new(recovered.last_seq),
             progress: Condvar::new(),
             maint: Mutex::new(Maint {
                 compact_pointer: vec![None; NUM_LEVELS],
@@ -299,11 +316,8 @@ impl Inner {
             maint_handoff: Condvar::new(),
             signal: Mutex::new(Signal::default()),
             wake: Condvar::new(),
-            bg_error: Mutex::new(None),
-            snapshots: SnapshotList::default(),
             probes,
             released: Mutex::new(released),
-            _lock: lock,
             options,
             dir,
         }
@@ -350,12 +364,14 @@ impl Inner {
     /// Registers a snapshot at the last visible sequence number (see
     /// [`SnapshotList::acquire`]) and returns that number.
     pub(super) fn acquire_snapshot(&self) -> SeqNo {
-        self.snapshots.acquire(|| self.visible_seq())
+        self.journal
+            .snapshots
+            .acquire(|| self.journal.visible_seq())
     }
 
     /// Releases one snapshot at `seq`.
     pub(super) fn release_snapshot(&self, seq: SeqNo) {
-        self.snapshots.release(seq);
+        self.journal.snapshots.release(seq);
     }
 
     /// The current view, owned (a reference count taken): for work that outlives a
@@ -377,16 +393,46 @@ impl Inner {
     /// dropped) first: a writer checks the view and starts waiting under that lock, so
     /// it is either already waiting or will see the new view.
     pub(super) fn notify_progress(&self) {
-        drop(lock(&self.writer));
+        drop(lock(&self.journal.writer));
         self.progress.notify_all();
     }
 
-    /// Refuses every write, flush and compaction of a read-only open.
+    /// Refuses every write, flush and compaction of a read-only open, and of a
+    /// dropped keyspace.
     pub(super) fn check_writable(&self) -> Result<()> {
         if self.options.read_only {
             return Err(Error::ReadOnly(self.dir.clone()));
         }
+        self.check_not_dropped()
+    }
+
+    /// Refuses a dropped keyspace's use.
+    pub(super) fn check_not_dropped(&self) -> Result<()> {
+        if self.dropped.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace number {} was dropped",
+                self.id
+            )));
+        }
         Ok(())
+    }
+
+    /// If nothing is unflushed (no write in the live memtable, none frozen), makes log
+    /// `wal` the oldest backing this keyspace and says so. Called with the writer lock
+    /// held, as a new log starts (`Journal::new_log`).
+    pub(super) fn move_if_idle(&self, wal: u64) -> bool {
+        let _guard = lock(&self.view_write);
+        let current = self.view.load_full();
+        if !current.mem.is_empty() || !current.imm.is_empty() {
+            return false;
+        }
+        self.view.store(Arc::new(View {
+            mem: current.mem.clone(),
+            mem_wal: wal,
+            imm: Vec::new(),
+            version: current.version.clone(),
+        }));
+        true
     }
 
     /// Leaves the clean-close mark (see [`ClosedMark`]) once every write is synced:
@@ -394,7 +440,7 @@ impl Inner {
     /// read-only open. Best effort: without a mark, the next open takes the path that
     /// needs none.
     pub(super) fn mark_closed(&self, w: &Writer) {
-        if self.options.read_only || self.check_bg_error().is_err() {
+        if self.options.read_only || lock(&self.journal.bg_error).is_some() {
             return;
         }
         let mark = ClosedMark {
@@ -405,22 +451,17 @@ impl Inner {
     }
 
     pub(super) fn check_bg_error(&self) -> Result<()> {
-        match lock(&self.bg_error).as_ref() {
-            Some(e) => Err(Error::Closed(format!("writes stopped after an error: {e}"))),
-            None => Ok(()),
-        }
+        self.journal.check_bg_error()
     }
 
     pub(super) fn set_bg_error(&self, e: &Error) {
         self.set_bg_error_message(e.to_string());
     }
 
-    /// Records the first background failure; writes are refused from now on.
+    /// Records the first background failure; writes are refused from now on (in every
+    /// keyspace: they share the log).
     pub(super) fn set_bg_error_message(&self, message: String) {
-        let mut slot = lock(&self.bg_error);
-        if slot.is_none() {
-            *slot = Some(message);
-        }
+        self.journal.set_bg_error_message(message);
     }
 
     /// `maint` for a caller's flush or compaction: announced first, so that a

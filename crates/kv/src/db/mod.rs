@@ -37,6 +37,8 @@
 //! | `background.rs` | the background thread and its panic capture |
 //! | `snapshot.rs` | snapshots and the list of live ones compaction reads |
 //! | `checkpoint.rs` | `checkpoint`: a consistent copy of the live store |
+//! | `journal.rs` | what the keyspaces share: the log, the writer, sequence numbers, snapshots |
+//! | `keyspace.rs` | named keyspaces: `Keyspace`, `Db::keyspace`, `Db::drop_keyspace` |
 //!
 //! What the store shares with the files beside it goes through narrow doors: tables are
 //! built and opened by `table_files.rs`, the directory is tidied by `store_dir.rs`, a
@@ -46,12 +48,15 @@ mod background;
 mod checkpoint;
 mod flush_compact;
 mod inner;
+mod journal;
+mod keyspace;
 mod open;
 mod read;
 mod snapshot;
 mod write;
 
 pub use checkpoint::Checkpoint;
+pub use keyspace::Keyspace;
 
 use std::ops::RangeBounds;
 use std::path::Path;
@@ -70,6 +75,7 @@ use crate::table_files::TableInfo;
 use crate::write_batch::{self, WriteBatch};
 
 use inner::{lock, Inner};
+use keyspace::KeyspaceSet;
 pub use snapshot::Snapshot;
 
 /// An open store. `Send + Sync`: share it between threads with an `Arc`.
@@ -94,6 +100,8 @@ pub struct Db {
     recovery: RecoveryReport,
     /// What open found in the settings file, and whether it rewrote it.
     settings: SettingsReport,
+    /// The named keyspaces (see `keyspace.rs`).
+    keyspaces: Mutex<KeyspaceSet>,
 }
 
 impl Db {
@@ -327,6 +335,13 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<Checkpoint> {
+        if !lock(&self.keyspaces).is_empty() {
+            // Each keyspace flushes on its own: copies taken one after another could
+            // split a batch across keyspaces. Refused rather than inconsistent.
+            return Err(crate::Error::InvalidArgument(
+                "a checkpoint of a store with named keyspaces is not supported yet".into(),
+            ));
+        }
         self.inner.checkpoint(dir.as_ref())
     }
 
@@ -339,13 +354,7 @@ impl Db {
     /// within its budget, L0 under its trigger), in the caller's thread; returns when
     /// none is left. What a benchmark or a test calls to measure a settled tree.
     pub fn wait_for_compaction(&self) -> Result<()> {
-        self.inner.flush()?;
-        let mut maint = self.inner.maint_for_caller();
-        while let Some(pick) = self.inner.pick_compaction(&mut maint) {
-            self.inner
-                .compact(&mut maint, pick.inputs, pick.output_level)?;
-        }
-        Ok(())
+        self.inner.wait_for_compaction()
     }
 
     /// Compacts every table into one sorted run on the deepest level, dropping
@@ -400,11 +409,7 @@ impl Db {
     /// opened (their filters are what it describes); a table that cannot be opened
     /// is left out (`verify` names it and why).
     pub fn table_infos(&self) -> Vec<TableInfo> {
-        let view = self.inner.current();
-        view.version
-            .tables()
-            .filter_map(|(level, t)| Some(TableInfo::of(level, t.number, t.table().ok()?)))
-            .collect()
+        self.inner.table_infos()
     }
 
     /// The directory the store lives in.
@@ -433,7 +438,8 @@ impl Db {
     /// says the last writes may not be durable.
     ///
     /// The directory lock goes with the last handle on the store: this `Db`, and every
-    /// [`Snapshot`] and [`ScanIter`] made from it, which go on reading after `close`
+    /// [`Snapshot`], [`ScanIter`] and [`Keyspace`] made from it (a keyspace's writes are
+    /// refused after `close`), which go on reading after `close`
     /// (another open could otherwise delete the tables they read). Until those are
     /// dropped, opening the directory again fails with
     /// [`Error::Locked`](crate::Error::Locked).
@@ -447,6 +453,7 @@ impl Db {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        lock(&self.keyspaces).shutdown();
         {
             let mut s = lock(&self.inner.signal);
             s.shutdown = true;
@@ -456,10 +463,34 @@ impl Db {
             let _ = worker.join();
         }
         self.inner.save_probe_stats();
-        let mut w = lock(&self.inner.writer);
+        let mut w = lock(&self.inner.journal.writer);
+        // Under the writer lock: a keyspace's handle that outlives this one writes
+        // before the sync below or is refused.
+        self.inner.journal.closed.store(true, Ordering::Release);
         w.wal.sync()?;
         self.inner.mark_closed(&w);
         Ok(())
+    }
+}
+
+impl Inner {
+    /// [`Db::wait_for_compaction`] of this keyspace.
+    fn wait_for_compaction(&self) -> Result<()> {
+        self.flush()?;
+        let mut maint = self.maint_for_caller();
+        while let Some(pick) = self.pick_compaction(&mut maint) {
+            self.compact(&mut maint, pick.inputs, pick.output_level)?;
+        }
+        Ok(())
+    }
+
+    /// [`Db::table_infos`] of this keyspace.
+    fn table_infos(&self) -> Vec<TableInfo> {
+        let view = self.current();
+        view.version
+            .tables()
+            .filter_map(|(level, t)| Some(TableInfo::of(level, t.number, t.table().ok()?)))
+            .collect()
     }
 }
 

@@ -23,7 +23,7 @@ use super::inner::{Inner, View};
 impl Inner {
     /// The last sequence number whose batch is wholly visible.
     pub(super) fn visible_seq(&self) -> SeqNo {
-        self.visible_seq.load(Ordering::Acquire)
+        self.journal.visible_seq.load(Ordering::Acquire)
     }
 
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
@@ -32,7 +32,7 @@ impl Inner {
         // point in time, and the tables' newest version is the answer: no walk down
         // older versions (READ_LATEST). A guard, not a clone: nothing shared is written.
         let view = self.view.load();
-        let read_seq = self.visible_seq.load(Ordering::Acquire);
+        let read_seq = self.journal.visible_seq.load(Ordering::Acquire);
         self.read(&view, key, read_seq, READ_LATEST)
     }
 
@@ -77,7 +77,10 @@ impl Inner {
         let view = self.view.load();
         let (mem_seq, table_seq) = match read_seq {
             Some(seq) => (seq, seq),
-            None => (self.visible_seq.load(Ordering::Acquire), READ_LATEST),
+            None => (
+                self.journal.visible_seq.load(Ordering::Acquire),
+                READ_LATEST,
+            ),
         };
         let n = keys.len() as u64;
         let counters = self.counters.local();

@@ -130,6 +130,45 @@ impl Snapshot {
         self.held.seq
     }
 
+    /// The same point in time, read in `keyspace` (of the same store): write numbers
+    /// are the store's, so a batch across keyspaces is seen whole in every keyspace
+    /// or in none. A keyspace of another store is `InvalidArgument`.
+    ///
+    /// ```
+    /// use bloomkv_kv::{Db, Options, WriteBatch};
+    /// let dir = tempfile::tempdir()?;
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let a = db.keyspace("a", Options::default())?;
+    /// let b = db.keyspace("b", Options::default())?;
+    /// let snap = db.snapshot();
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&a, "k", "1");
+    /// batch.put_in(&b, "k", "1");
+    /// db.write(batch)?;
+    /// assert_eq!(snap.in_keyspace(&a)?.get("k")?, None);
+    /// assert_eq!(snap.in_keyspace(&b)?.get("k")?, None);
+    /// assert_eq!(b.snapshot().in_keyspace(&a)?.get("k")?.as_deref(), Some(&b"1"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn in_keyspace(&self, keyspace: &crate::Keyspace) -> Result<Snapshot> {
+        let inner = keyspace.inner();
+        if !Arc::ptr_eq(&inner.journal, &self.held.db.journal) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "keyspace {:?} belongs to another store",
+                keyspace.name()
+            )));
+        }
+        // The sequence number is live (this snapshot holds it): registering it again
+        // keeps it so for the new one.
+        let seq = inner.journal.snapshots.acquire(|| self.held.seq);
+        Ok(Snapshot {
+            held: Arc::new(Held {
+                db: Arc::clone(inner),
+                seq,
+            }),
+        })
+    }
+
     /// The value `key` had when the snapshot was taken, or `None` if it was absent or
     /// deleted then.
     ///

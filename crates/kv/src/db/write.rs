@@ -1,6 +1,7 @@
 //! The write path: one writer at a time appends a batch to the log, then applies it
-//! to the memtable and publishes its sequence number; before that it makes room
-//! (backpressure, freezing a full memtable onto a new log).
+//! to the memtables of the keyspaces it names and publishes its sequence number;
+//! before that it makes room in each (backpressure, freezing a full memtable onto a
+//! new log).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -10,16 +11,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
-use crate::filename;
 use crate::memtable::Memtable;
 use crate::stats::{add, bump};
-use crate::wal::WalWriter;
 use crate::write_batch::{self, WriteBatch};
 
 use super::inner::{lock, Inner, View, Writer};
+use super::journal::Journal;
 
 /// Sets the store's background error if dropped during a panic.
-struct StopWritesOnPanic<'a>(&'a Inner);
+struct StopWritesOnPanic<'a>(&'a Journal);
 
 impl Drop for StopWritesOnPanic<'_> {
     fn drop(&mut self) {
@@ -31,6 +31,8 @@ impl Drop for StopWritesOnPanic<'_> {
 }
 
 impl Inner {
+    /// Writes `batch`: to this keyspace, and to every other keyspace it names (`self`
+    /// is whichever handle it was given to).
     pub(super) fn write(&self, batch: WriteBatch) -> Result<()> {
         self.check_writable()?;
         if batch.is_empty() {
@@ -39,12 +41,32 @@ impl Inner {
         // Every argument is checked before the log is touched: a bad write is refused
         // alone and the store goes on taking writes.
         batch.check_limits()?;
-        let mut w = lock(&self.writer);
-        self.check_bg_error()?;
+        let journal = &self.journal;
+        // The other keyspaces the batch writes to (none, in the common case).
+        let others = batch
+            .keyspaces()
+            .iter()
+            .filter(|&&id| id != self.id)
+            .map(|&id| journal.keyspace(id))
+            .collect::<Result<Vec<_>>>()?;
+        let to_self = batch.keyspaces().contains(&self.id);
+        let mut w = lock(&journal.writer);
+        journal.check_bg_error()?;
+        // A drop takes the writer lock: checked under it, no batch lands half in a
+        // dropped keyspace.
+        for other in &others {
+            other.check_not_dropped()?;
+        }
+        self.check_not_dropped()?;
         // A panic below (a file system's append or sync, say) leaves the log's tail
         // and the sequence numbers unknown: stop taking writes, as an error does.
-        let _poison = StopWritesOnPanic(self);
-        w = self.make_room(w)?;
+        let _poison = StopWritesOnPanic(journal);
+        if to_self {
+            w = self.make_room(w)?;
+        }
+        for other in &others {
+            w = other.make_room(w)?;
+        }
         let seq = w.next_seq;
         let n = batch.len() as u64;
         let payload = batch.into_record(seq)?;
@@ -66,6 +88,7 @@ impl Inner {
             return Err(e);
         }
         let view = self.view.load();
+        let other_views: Vec<_> = others.iter().map(|o| (o.id, o.view.load())).collect();
         // A small record's values are copied into the writer's value arena and the
         // writer frees the record: a memtable entry then costs one allocation of its
         // own (its skip-list node), and a flush that drops it frees nothing the
@@ -80,19 +103,34 @@ impl Inner {
         let record: &[u8] = if share { &shared } else { &owned };
         let values = &mut w.values;
         let mut next = seq;
-        // The payload was checked above: every operation is applied.
-        write_batch::for_each_op(record, Path::new("(write batch)"), |kind, key, value| {
-            let value = if share {
-                shared.slice(value)
-            } else {
-                values.copy(&record[value])
-            };
-            view.mem.apply_op(next, kind, &record[key], value);
-            next += 1;
-        })?;
+        // The payload was checked above, and every keyspace it names was found:
+        // every operation is applied.
+        write_batch::for_each_op(
+            record,
+            Path::new("(write batch)"),
+            |keyspace, kind, key, value| {
+                let value = if share {
+                    shared.slice(value)
+                } else {
+                    values.copy(&record[value])
+                };
+                let mem = if keyspace == self.id {
+                    Some(&view.mem)
+                } else {
+                    other_views
+                        .iter()
+                        .find(|(id, _)| *id == keyspace)
+                        .map(|(_, v)| &v.mem)
+                };
+                if let Some(mem) = mem {
+                    mem.apply_op(next, kind, &record[key], value);
+                }
+                next += 1;
+            },
+        )?;
         w.next_seq = seq + n;
-        // The whole batch is in the memtable: make it visible at once.
-        self.visible_seq.store(seq + n - 1, Ordering::Release);
+        // The whole batch is in the memtables: make it visible at once.
+        journal.visible_seq.store(seq + n - 1, Ordering::Release);
         Ok(())
     }
 
@@ -166,24 +204,8 @@ impl Inner {
     /// Makes the memtable immutable and starts a new one backed by a new WAL.
     /// The old WAL is synced first, so only the newest WAL can ever have a torn tail.
     pub(super) fn freeze(&self, w: &mut Writer) -> Result<()> {
-        let _poison = StopWritesOnPanic(self);
-        let result = (|| {
-            w.wal.sync()?;
-            let number = self.next_file_number.fetch_add(1, Ordering::Relaxed);
-            let file = self.fs.create(&filename::wal_path(&self.dir, number))?;
-            self.fs.sync_dir(&self.dir)?;
-            Ok::<_, Error>((number, file))
-        })();
-        let (number, file) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                self.set_bg_error(&e);
-                return Err(e);
-            }
-        };
-        w.wal = WalWriter::new(file);
-        w.wal_number = number;
-        w.wal_start = 0;
+        let _poison = StopWritesOnPanic(&self.journal);
+        let number = self.journal.new_log(w)?;
         // Read and replace the view under one lock: with a separate read, a version
         // installed in between by the background thread would be overwritten by the
         // older one, and the next install would drop (and delete) its tables.

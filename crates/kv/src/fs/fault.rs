@@ -69,7 +69,7 @@ pub enum OpKind {
     Sync,
     /// `FileSystem::rename`.
     Rename,
-    /// `FileSystem::remove`.
+    /// `FileSystem::remove` and `FileSystem::remove_dir`.
     Remove,
     /// `FileSystem::sync_dir`.
     SyncDir,
@@ -452,6 +452,11 @@ impl FileSystem for FaultFileSystem {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         self.shared.gate(OpKind::CreateDir)?;
         self.shared.inner.create_dir_all(dir)
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        self.shared.gate(OpKind::Remove)?;
+        self.shared.inner.remove_dir(dir)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

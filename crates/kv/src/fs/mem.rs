@@ -351,6 +351,24 @@ impl FileSystem for MemFileSystem {
         Ok(())
     }
 
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        if !state.live.dirs.contains(dir) {
+            return Err(not_found(dir));
+        }
+        let inside = |p: &Path| p.parent() == Some(dir);
+        if state.live.files.keys().any(|p| inside(p)) || state.live.dirs.iter().any(|p| inside(p)) {
+            return Err(io::Error::new(
+                io::ErrorKind::DirectoryNotEmpty,
+                format!("{}: directory not empty", dir.display()),
+            ));
+        }
+        // Like its creation, the removal is durable at once.
+        state.live.dirs.remove(dir);
+        state.durable.dirs.remove(dir);
+        Ok(())
+    }
+
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let state = lock(&self.state);
         if !state.live.dirs.contains(dir) {

@@ -81,6 +81,18 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Creates a directory and its parents.
     fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// Removes an empty directory (a dropped keyspace's, once its files are gone). The
+    /// default cannot: it says so, and the store leaves the empty directory, which
+    /// open ignores.
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: this file system cannot remove directories",
+                dir.display()
+            ),
+        ))
+    }
     /// The names of the entries in `dir`.
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     /// Whether `path` exists.
@@ -356,6 +368,10 @@ impl FileSystem for OsFileSystem {
 
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
         fs::create_dir_all(dir).map_err(at("create directory", dir))
+    }
+
+    fn remove_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir(dir)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

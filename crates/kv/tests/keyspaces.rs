@@ -1,0 +1,650 @@
+//! Keyspaces: several key spaces in one store, sharing one log.
+//!
+//! * A model test: random puts, deletes, range deletes and batches across three
+//!   keyspaces (each with its own filter and memtable settings), with flushes,
+//!   compactions, reopens, snapshots, drops and re-creations, checked against one
+//!   `BTreeMap` per keyspace by gets, scans both ways and `multi_get`.
+//! * Batches across keyspaces are seen whole by concurrent snapshot readers, and
+//!   survive a power loss whole, at every file operation of a workload that also makes
+//!   and drops keyspaces.
+//! * An idle keyspace does not keep the logs alive; a dropped keyspace's files go; a
+//!   batch naming a dropped keyspace is refused before anything is written.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bloomkv_kv::fs::fault::{Fault, FaultFileSystem, FaultPlan};
+use bloomkv_kv::fs::mem::{DirOps, MemFileSystem, UnsyncedData};
+use bloomkv_kv::fs::FileSystem;
+use bloomkv_kv::{Db, FilterKind, Keyspace, Options, Snapshot, WriteBatch};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The names used, with the options each keyspace is made with ("default" is the
+/// store's own).
+fn made_with(name: &str) -> Options {
+    match name {
+        "ribbon" => Options {
+            filter: FilterKind::Ribbon,
+            memtable_size: 8 << 10,
+            ..Options::default()
+        },
+        "nofilter" => Options {
+            filter: FilterKind::None,
+            memtable_size: 16 << 10,
+            l0_compaction_trigger: 2,
+            ..Options::default()
+        },
+        _ => Options::default(),
+    }
+}
+
+fn root_options(fs: Option<Arc<dyn FileSystem>>) -> Options {
+    let mut o = Options {
+        memtable_size: 12 << 10,
+        l0_compaction_trigger: 3,
+        target_file_size: 16 << 10,
+        ..Options::default()
+    };
+    if let Some(fs) = fs {
+        o.file_system = fs;
+    }
+    o
+}
+
+const NAMES: [&str; 3] = ["default", "ribbon", "nofilter"];
+
+fn key(rng: &mut StdRng) -> Vec<u8> {
+    format!("k{:04}", rng.gen_range(0..600)).into_bytes()
+}
+
+fn scan_all(
+    it: impl Iterator<Item = bloomkv_kv::Result<(bytes::Bytes, bytes::Bytes)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Gets, a forward and a reverse scan of a random range, and a `multi_get`, all
+/// against `model`.
+fn check(ks: &Keyspace, snap: Option<&Snapshot>, model: &Model, rng: &mut StdRng, when: &str) {
+    let mut keys: Vec<Vec<u8>> = (0..20).map(|_| key(rng)).collect();
+    keys.extend(model.keys().take(3).cloned());
+    for k in &keys {
+        let got = match snap {
+            Some(s) => s.get(k),
+            None => ks.get(k),
+        }
+        .unwrap()
+        .map(|v| v.to_vec());
+        assert_eq!(
+            got.as_ref(),
+            model.get(k),
+            "{when}: get {:?} in {}",
+            String::from_utf8_lossy(k),
+            ks.name()
+        );
+    }
+    let got = match snap {
+        Some(s) => s.multi_get(&keys),
+        None => ks.multi_get(&keys),
+    }
+    .unwrap();
+    for (k, v) in keys.iter().zip(got) {
+        assert_eq!(
+            v.map(|v| v.to_vec()).as_ref(),
+            model.get(k),
+            "{when}: multi_get in {}",
+            ks.name()
+        );
+    }
+    let (mut a, mut b) = (key(rng), key(rng));
+    if a > b {
+        std::mem::swap(&mut a, &mut b);
+    }
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range::<[u8], _>((Bound::Included(&a[..]), Bound::Excluded(&b[..])))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let range = a.clone()..b.clone();
+    let (fwd, back) = match snap {
+        Some(s) => (
+            scan_all(s.scan(range.clone())),
+            scan_all(s.scan(range).rev()),
+        ),
+        None => (
+            scan_all(ks.scan(range.clone())),
+            scan_all(ks.scan(range).rev()),
+        ),
+    };
+    assert_eq!(fwd, want, "{when}: scan in {}", ks.name());
+    let mut back = back;
+    back.reverse();
+    assert_eq!(back, want, "{when}: reverse scan in {}", ks.name());
+}
+
+fn handles(db: &Db) -> Vec<Keyspace> {
+    NAMES
+        .iter()
+        .map(|n| db.keyspace(n, made_with(n)).unwrap())
+        .collect()
+}
+
+fn run_model(seed: u64, steps: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut db = Db::open(dir.path(), root_options(None)).unwrap();
+    let mut ks = handles(&db);
+    let mut models: Vec<Model> = vec![Model::new(); NAMES.len()];
+    // A snapshot with a copy of every keyspace's model at its moment.
+    let mut snaps: Vec<(Snapshot, Vec<Model>)> = Vec::new();
+    for step in 0..steps {
+        let when = format!("seed {seed}, step {step}");
+        match rng.gen_range(0..100) {
+            0..=49 => {
+                let i = rng.gen_range(0..NAMES.len());
+                let k = key(&mut rng);
+                let v = format!("v{step}-{}", "x".repeat(rng.gen_range(0..60))).into_bytes();
+                ks[i].put(&k, &v).unwrap();
+                models[i].insert(k, v);
+            }
+            50..=59 => {
+                let i = rng.gen_range(0..NAMES.len());
+                let k = key(&mut rng);
+                ks[i].delete(&k).unwrap();
+                models[i].remove(&k);
+            }
+            60..=62 => {
+                let i = rng.gen_range(0..NAMES.len());
+                let (mut a, mut b) = (key(&mut rng), key(&mut rng));
+                if a == b {
+                    continue;
+                }
+                if a > b {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                ks[i].delete_range(&a, &b).unwrap();
+                models[i].retain(|k, _| !(a <= *k && *k < b));
+            }
+            63..=77 => {
+                // A batch across keyspaces: the same key in each, and a delete.
+                let mut batch = WriteBatch::new();
+                let k = key(&mut rng);
+                let gone = key(&mut rng);
+                for (i, handle) in ks.iter().enumerate() {
+                    let v = format!("batch{step}-{i}").into_bytes();
+                    batch.put_in(handle, &k, &v);
+                    models[i].insert(k.clone(), v);
+                    if rng.gen_bool(0.5) {
+                        batch.delete_in(handle, &gone);
+                        models[i].remove(&gone);
+                    }
+                }
+                db.write(batch).unwrap();
+            }
+            78..=82 => ks[rng.gen_range(0..NAMES.len())].flush().unwrap(),
+            83..=84 => ks[rng.gen_range(0..NAMES.len())].compact().unwrap(),
+            85..=88 => {
+                let at = rng.gen_range(0..NAMES.len());
+                snaps.push((ks[at].snapshot(), models.clone()));
+                if snaps.len() > 3 {
+                    snaps.remove(0);
+                }
+            }
+            89..=90 => {
+                // Drop a named keyspace and make it again: empty.
+                let i = rng.gen_range(1..NAMES.len());
+                db.drop_keyspace(NAMES[i]).unwrap();
+                assert!(
+                    ks[i].put("late", "write").is_err(),
+                    "{when}: a dropped keyspace took a write"
+                );
+                ks[i] = db.keyspace(NAMES[i], made_with(NAMES[i])).unwrap();
+                models[i].clear();
+                // Snapshots of the old keyspace are not comparable any more.
+                snaps.clear();
+            }
+            91..=92 => {
+                snaps.clear();
+                ks.clear();
+                if rng.gen_bool(0.5) {
+                    db.close().unwrap();
+                } else {
+                    drop(db);
+                }
+                db = Db::open(dir.path(), root_options(None)).unwrap();
+                assert_eq!(db.keyspace_names(), ["nofilter", "ribbon"], "{when}");
+                ks = handles(&db);
+            }
+            _ => {
+                for (i, handle) in ks.iter().enumerate() {
+                    check(handle, None, &models[i], &mut rng, &when);
+                }
+                for (snap, at) in &snaps {
+                    for (i, handle) in ks.iter().enumerate() {
+                        let s = snap.in_keyspace(handle).unwrap();
+                        check(
+                            handle,
+                            Some(&s),
+                            &at[i],
+                            &mut rng,
+                            &format!("{when}, snapshot"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for (i, handle) in ks.iter().enumerate() {
+        check(handle, None, &models[i], &mut rng, "end");
+    }
+}
+
+#[test]
+fn random_operations_on_three_keyspaces_match_a_model_per_keyspace() {
+    for seed in 0..3 {
+        run_model(seed, 1500);
+    }
+}
+
+#[test]
+fn keyspaces_keep_their_own_settings_and_data_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let r = db.keyspace("ribbon", made_with("ribbon")).unwrap();
+        let n = db.keyspace("nofilter", made_with("nofilter")).unwrap();
+        for i in 0..500 {
+            r.put(format!("r{i:04}"), "x").unwrap();
+            n.put(format!("n{i:04}"), "y").unwrap();
+        }
+        r.flush().unwrap();
+        n.flush().unwrap();
+        r.put("unflushed", "1").unwrap();
+        db.close().unwrap();
+    }
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let r = db.keyspace("ribbon", Options::default()).unwrap();
+    let n = db.keyspace("nofilter", Options::default()).unwrap();
+    assert_eq!(r.get("unflushed").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(r.get("n0001").unwrap(), None);
+    assert_eq!(n.get("n0001").unwrap().as_deref(), Some(&b"y"[..]));
+    assert_eq!(
+        db.get("r0001").unwrap(),
+        None,
+        "the default keyspace holds neither"
+    );
+    // Each keyspace's tables carry the filter it was made with, not the options
+    // given to the reopen.
+    let kinds = |ks: &Keyspace| -> Vec<String> {
+        ks.table_infos()
+            .iter()
+            .map(|t| t.filter_policy.clone())
+            .collect()
+    };
+    let r_kinds = kinds(&r);
+    let n_kinds = kinds(&n);
+    assert!(!r_kinds.is_empty() && !n_kinds.is_empty());
+    assert!(
+        r_kinds.iter().all(|k| k.to_lowercase().contains("ribbon")),
+        "{r_kinds:?}"
+    );
+    assert!(
+        n_kinds.iter().all(|k| k.is_empty() || k == "none"),
+        "{n_kinds:?}"
+    );
+}
+
+#[test]
+fn batches_across_keyspaces_are_seen_whole_by_concurrent_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_size: 8 << 10,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir.path(), options.clone()).unwrap());
+    let a = db.keyspace("a", options.clone()).unwrap();
+    let b = db.keyspace("b", options).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, a, b, done) = (db.clone(), a.clone(), b.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut last = 0u64;
+                let mut reads = 0u64;
+                while !done.load(Ordering::Acquire) {
+                    let snap = db.snapshot();
+                    let read = |ks: &Keyspace| -> Option<u64> {
+                        snap.in_keyspace(ks)
+                            .unwrap()
+                            .get("counter")
+                            .unwrap()
+                            .map(|v| std::str::from_utf8(&v).unwrap().parse().unwrap())
+                    };
+                    let (in_a, in_b, in_default) = (
+                        read(&a),
+                        read(&b),
+                        snap.get("counter")
+                            .unwrap()
+                            .map(|v| std::str::from_utf8(&v).unwrap().parse::<u64>().unwrap()),
+                    );
+                    assert_eq!(in_a, in_b, "half a batch seen");
+                    assert_eq!(in_a, in_default, "half a batch seen");
+                    let now = in_a.unwrap_or(0);
+                    assert!(now >= last, "went back from {last} to {now}");
+                    last = now;
+                    reads += 1;
+                }
+                (last, reads)
+            })
+        })
+        .collect();
+    let pad = "p".repeat(200);
+    for i in 1..=3000u64 {
+        let mut batch = WriteBatch::new();
+        batch.put_in(&a, "counter", i.to_string());
+        batch.put_in(&b, "counter", i.to_string());
+        batch.put("counter", i.to_string());
+        batch.put_in(&a, format!("pad{i}"), &pad);
+        db.write(batch).unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        let (last, reads) = r.join().unwrap();
+        assert!(reads > 0);
+        assert!(last <= 3000);
+    }
+    assert_eq!(b.get("counter").unwrap().as_deref(), Some(&b"3000"[..]));
+    assert!(
+        a.stats().tables_per_level.iter().sum::<usize>() > 0,
+        "a flushed meanwhile"
+    );
+}
+
+#[test]
+fn an_idle_keyspace_does_not_keep_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_size: 4 << 10,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let idle = db.keyspace("idle", options).unwrap();
+    idle.put("once", "1").unwrap();
+    idle.flush().unwrap();
+    for i in 0..3000 {
+        db.put(format!("k{i:05}"), "v".repeat(100)).unwrap();
+    }
+    db.flush().unwrap();
+    let logs = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".wal")
+        })
+        .count();
+    assert!(logs <= 3, "{logs} logs kept");
+    assert_eq!(idle.get("once").unwrap().as_deref(), Some(&b"1"[..]));
+}
+
+#[test]
+fn a_dropped_keyspace_leaves_nothing_and_its_name_can_be_used_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let old = db.keyspace("temp", Options::default()).unwrap();
+    let keep = db.keyspace("keep", Options::default()).unwrap();
+    old.put("k", "old").unwrap();
+    old.flush().unwrap();
+    old.put("unflushed", "x").unwrap();
+    let old_dir = old.path().to_path_buf();
+    assert!(old_dir.exists());
+    db.drop_keyspace("temp").unwrap();
+    assert!(!old_dir.exists(), "its directory is gone");
+    assert!(db.drop_keyspace("temp").is_err(), "dropped twice");
+    assert!(db.drop_keyspace("default").is_err());
+    // A batch naming the dropped keyspace is refused whole.
+    let mut batch = WriteBatch::new();
+    batch.put_in(&keep, "k", "v");
+    batch.put_in(&old, "k", "v");
+    assert!(db.write(batch).is_err());
+    assert_eq!(
+        keep.get("k").unwrap(),
+        None,
+        "half of a refused batch was applied"
+    );
+    let new = db.keyspace("temp", Options::default()).unwrap();
+    assert_ne!(new.id(), old.id(), "a number is never given twice");
+    assert_eq!(new.get("k").unwrap(), None);
+    db.close().unwrap();
+    // Handles hold the store (and its lock) as snapshots do.
+    drop((old, keep, new));
+    // The dropped keyspace's writes are in the log; they are not replayed anywhere.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let new = db.keyspace("temp", Options::default()).unwrap();
+    assert_eq!(new.get("unflushed").unwrap(), None);
+    assert_eq!(db.get("unflushed").unwrap(), None);
+    assert_eq!(db.keyspace_names(), ["keep", "temp"]);
+}
+
+#[test]
+fn bad_names_and_foreign_keyspaces_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("one"), Options::default()).unwrap();
+    let other = Db::open(dir.path().join("two"), Options::default()).unwrap();
+    for bad in ["", ".x", "a/b", "with space"] {
+        assert!(db.keyspace(bad, Options::default()).is_err(), "{bad:?}");
+    }
+    let theirs = other.keyspace("x", Options::default()).unwrap();
+    assert!(db.snapshot().in_keyspace(&theirs).is_err());
+    // A number this store never gave.
+    let mut batch = WriteBatch::new();
+    batch.put_in(&theirs, "k", "v");
+    assert!(db.write(batch).is_err());
+    // A read-only open cannot make one, but reads the ones there are.
+    theirs.put("k", "v").unwrap();
+    other.close().unwrap();
+    let ro = Db::open(
+        dir.path().join("two"),
+        Options {
+            read_only: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert!(ro.keyspace("new", Options::default()).is_err());
+    let x = ro.keyspace("x", Options::default()).unwrap();
+    assert_eq!(x.get("k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert!(x.put("k", "w").is_err());
+}
+
+// ---- power loss at every file operation ----
+
+const DIR: &str = "/db";
+
+/// Synced writes; flushes only where the workload asks, so that every run makes the
+/// same file operations in the same order (no background work to race).
+fn fault_options(fs: &FaultFileSystem) -> Options {
+    Options {
+        sync_writes: true,
+        disable_auto_compaction: true,
+        file_system: Arc::new(fs.clone()),
+        ..Options::default()
+    }
+}
+
+/// What the workload did: each cross-keyspace batch acknowledged (its number), and
+/// whether the drop of "gone" was acknowledged.
+#[derive(Default, Debug)]
+struct Done {
+    batches: u64,
+    dropped: bool,
+}
+
+/// Makes "a" and "gone", writes batches across default, "a" and "gone", flushes,
+/// drops "gone", writes more. Stops at the first error.
+fn workload(fs: &FaultFileSystem) -> Done {
+    let mut done = Done::default();
+    let Ok(db) = Db::open(DIR, fault_options(fs)) else {
+        return done;
+    };
+    let run = |done: &mut Done| -> bloomkv_kv::Result<()> {
+        let a = db.keyspace("a", Options::default())?;
+        let gone = db.keyspace("gone", Options::default())?;
+        for i in 1..=60u64 {
+            let mut batch = WriteBatch::new();
+            let v = format!("{i}-{}", "z".repeat(80));
+            batch.put(format!("k{}", i % 7), &v);
+            batch.put_in(&a, format!("k{}", i % 7), &v);
+            if !done.dropped {
+                batch.put_in(&gone, format!("k{}", i % 7), &v);
+            }
+            db.write(batch)?;
+            done.batches = i;
+            if i == 20 {
+                a.flush()?;
+            }
+            if i == 30 {
+                db.flush()?;
+            }
+            if i == 40 {
+                db.drop_keyspace("gone")?;
+                done.dropped = true;
+            }
+        }
+        Ok(())
+    };
+    let _ = run(&mut done);
+    done
+}
+
+fn verify_after(mem: &MemFileSystem, done: &Done, when: &str) {
+    let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+    let db = Db::open(DIR, fault_options(&fs)).unwrap_or_else(|e| panic!("{when}: reopen: {e}"));
+    let names = db.keyspace_names();
+    let a = names
+        .iter()
+        .any(|n| n == "a")
+        .then(|| db.keyspace("a", Options::default()).unwrap());
+    for k in 0..7 {
+        let key = format!("k{k}");
+        let d = db.get(&key).unwrap();
+        // Whole batches: "a" (if it exists) equals the default keyspace, key by key.
+        if let Some(a) = &a {
+            assert_eq!(a.get(&key).unwrap(), d, "{when}: half a batch in {key}");
+        }
+        if names.iter().any(|n| n == "gone") && !done.dropped {
+            let g = db.keyspace("gone", Options::default()).unwrap();
+            assert_eq!(
+                g.get(&key).unwrap(),
+                d,
+                "{when}: half a batch in gone/{key}"
+            );
+        }
+    }
+    // Every acknowledged (synced) batch is there: the last one's key holds it or a later one.
+    if done.batches > 0 {
+        let i = done.batches;
+        let v = db
+            .get(format!("k{}", i % 7))
+            .unwrap()
+            .expect("acknowledged batch lost");
+        let n: u64 = std::str::from_utf8(&v)
+            .unwrap()
+            .split('-')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(n >= i, "{when}: batch {i} acknowledged, {n} found");
+        assert!(a.is_some(), "{when}: keyspace a lost");
+    }
+    if done.dropped {
+        assert!(
+            !names.iter().any(|n| n == "gone"),
+            "{when}: a dropped keyspace came back"
+        );
+    }
+    // Nothing of a keyspace the list does not name is left.
+    let dirs: Vec<String> = mem
+        .list(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.starts_with("keyspace-"))
+        .collect();
+    assert!(dirs.len() <= names.len(), "{when}: {dirs:?} for {names:?}");
+    db.put("after", "fault").unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn power_loss_at_every_operation_of_batches_across_keyspaces_and_a_drop() {
+    let total = {
+        let mem = MemFileSystem::new();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        fs.record();
+        let done = workload(&fs);
+        assert_eq!(done.batches, 60);
+        fs.take_log().len() as u64
+    };
+    for at in 1..=total {
+        let mem = MemFileSystem::new();
+        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+        fs.set_plan(FaultPlan::nth(at, &[], Fault::PowerLoss));
+        let done = workload(&fs);
+        assert!(fs.fired(), "operation {at} of {total} never ran");
+        let data = if at % 2 == 0 {
+            UnsyncedData::Lose
+        } else {
+            UnsyncedData::KeepPrefix(at)
+        };
+        let dir_ops = if at % 3 == 0 {
+            DirOps::Keep
+        } else {
+            DirOps::Lose
+        };
+        mem.power_loss(data, dir_ops);
+        verify_after(
+            &mem,
+            &done,
+            &format!("power loss at operation {at} of {total}"),
+        );
+    }
+}
+
+#[test]
+fn a_keyspace_handle_that_outlives_the_store_holds_the_lock_and_takes_no_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let ks = db.keyspace("k", Options::default()).unwrap();
+    ks.put("a", "1").unwrap();
+    db.close().unwrap();
+    assert!(ks.put("b", "2").is_err(), "a write after close");
+    assert_eq!(
+        ks.get("a").unwrap().as_deref(),
+        Some(&b"1"[..]),
+        "reads go on"
+    );
+    assert!(
+        matches!(
+            Db::open(dir.path(), Options::default()),
+            Err(bloomkv_kv::Error::Locked(_))
+        ),
+        "the handle holds the directory"
+    );
+    drop(ks);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let ks = db.keyspace("k", Options::default()).unwrap();
+    assert_eq!(ks.get("a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(ks.get("b").unwrap(), None);
+    // The clean close left its mark: the log was kept, not flushed.
+    assert!(db.recovery_report().kept_in_memtable);
+}
