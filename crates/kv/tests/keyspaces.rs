@@ -648,3 +648,198 @@ fn a_keyspace_handle_that_outlives_the_store_holds_the_lock_and_takes_no_writes(
     // The clean close left its mark: the log was kept, not flushed.
     assert!(db.recovery_report().kept_in_memtable);
 }
+
+#[test]
+fn a_checkpoint_taken_while_a_writer_runs_holds_every_keyspace_at_one_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        memtable_size: 16 << 10,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir.path().join("live"), options.clone()).unwrap());
+    let a = db.keyspace("a", options.clone()).unwrap();
+    let b = db
+        .keyspace(
+            "b",
+            Options {
+                filter: FilterKind::Ribbon,
+                ..options
+            },
+        )
+        .unwrap();
+    let writer = {
+        let (db, a, b) = (db.clone(), a.clone(), b.clone());
+        std::thread::spawn(move || {
+            for i in 1..=4000u64 {
+                let mut batch = WriteBatch::new();
+                batch.put("counter", i.to_string());
+                batch.put_in(&a, "counter", i.to_string());
+                batch.put_in(&b, "counter", i.to_string());
+                batch.put_in(&b, format!("item{i:05}"), "x".repeat(50));
+                db.write(batch).unwrap();
+            }
+        })
+    };
+    // Wait until the writer is well under way, then copy.
+    let counter = |db: &Db| -> u64 {
+        db.get("counter")
+            .unwrap()
+            .map_or(0, |v| std::str::from_utf8(&v).unwrap().parse().unwrap())
+    };
+    while counter(&db) < 1000 {
+        std::thread::yield_now();
+    }
+    let copy = db.checkpoint(dir.path().join("copy")).unwrap();
+    writer.join().unwrap();
+    assert!(copy.linked + copy.copied > 0);
+
+    let copied = Db::open(&copy.path, Options::default()).unwrap();
+    assert_eq!(copied.keyspace_names(), ["a", "b"]);
+    let (ca, cb) = (
+        copied.keyspace("a", Options::default()).unwrap(),
+        copied.keyspace("b", Options::default()).unwrap(),
+    );
+    let read = |v: Option<bytes::Bytes>| -> u64 {
+        std::str::from_utf8(&v.unwrap()).unwrap().parse().unwrap()
+    };
+    let n = read(copied.get("counter").unwrap());
+    assert_eq!(
+        read(ca.get("counter").unwrap()),
+        n,
+        "half a batch in the copy"
+    );
+    assert_eq!(
+        read(cb.get("counter").unwrap()),
+        n,
+        "half a batch in the copy"
+    );
+    assert!(
+        (1000..4000).contains(&n),
+        "the copy is of a moment during the writes: {n}"
+    );
+    // Exactly the writes up to that batch: every item up to n, none after.
+    assert_eq!(
+        cb.scan::<&str, _>(.."itemz")
+            .filter(|kv| kv.as_ref().unwrap().0.starts_with(b"item"))
+            .count() as u64,
+        n
+    );
+    assert_eq!(cb.get(format!("item{:05}", n + 1)).unwrap(), None);
+    // The source went on and holds everything.
+    assert_eq!(read(b.get("counter").unwrap()), 4000);
+}
+
+// ---- SIGKILL while batches across keyspaces are written ----
+
+const CHILD_ENV: &str = "BLOOMKV_KEYSPACE_CRASH_CHILD";
+const MARK: &str = "#acked ";
+
+fn crash_options() -> Options {
+    Options {
+        sync_writes: true,
+        memtable_size: 16 << 10,
+        l0_compaction_trigger: 2,
+        ..Options::default()
+    }
+}
+
+/// The child: writes batches across three keyspaces forever, each one key (`k{i % 50}`)
+/// set to `i` in all three, and prints `#acked i` once `write` returned.
+#[test]
+fn keyspace_crash_child_entry() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return; // a normal test run: nothing to do
+    };
+    let db = Db::open(&dir, crash_options()).expect("child open");
+    let a = db.keyspace("a", crash_options()).expect("a");
+    let b = db
+        .keyspace(
+            "b",
+            Options {
+                filter: FilterKind::Ribbon,
+                ..crash_options()
+            },
+        )
+        .expect("b");
+    let start: u64 = db
+        .get("last")
+        .expect("get")
+        .map_or(0, |v| std::str::from_utf8(&v).unwrap().parse().unwrap());
+    let mut out = std::io::stdout().lock();
+    for i in start + 1.. {
+        let key = format!("k{}", i % 50);
+        let v = format!("{i}");
+        let mut batch = WriteBatch::new();
+        batch.put(&key, &v);
+        batch.put("last", &v);
+        batch.put_in(&a, &key, &v);
+        batch.put_in(&b, &key, &v);
+        db.write(batch).expect("write");
+        use std::io::Write;
+        writeln!(out, "{MARK}{i}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+#[test]
+fn batches_across_keyspaces_survive_sigkill_whole() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(41);
+    let mut acked_total = 0u64;
+    for round in 0..4 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "keyspace_crash_child_entry",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let wanted = acked_total + rng.gen_range(200..600);
+        let mut acked = acked_total;
+        let mut killed = false;
+        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+            let line = line.unwrap();
+            let Some(at) = line.find(MARK) else { continue };
+            acked = line[at + MARK.len()..].trim().parse().unwrap();
+            if !killed && acked >= wanted {
+                child.kill().unwrap(); // SIGKILL
+                killed = true;
+            }
+        }
+        child.wait().unwrap();
+        assert!(killed, "round {round}: the child stopped on its own");
+        let db = Db::open(dir.path(), crash_options()).unwrap();
+        let a = db.keyspace("a", Options::default()).unwrap();
+        let b = db.keyspace("b", Options::default()).unwrap();
+        let last: u64 = std::str::from_utf8(&db.get("last").unwrap().unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            last >= acked,
+            "round {round}: batch {acked} was acknowledged (synced), {last} recovered"
+        );
+        for k in 0..50 {
+            let key = format!("k{k}");
+            let d = db.get(&key).unwrap();
+            assert_eq!(
+                a.get(&key).unwrap(),
+                d,
+                "round {round}: half a batch in a/{key}"
+            );
+            assert_eq!(
+                b.get(&key).unwrap(),
+                d,
+                "round {round}: half a batch in b/{key}"
+            );
+        }
+        acked_total = last;
+    }
+}

@@ -68,6 +68,16 @@ impl KeyspaceSet {
         }
     }
 
+    /// Each open named keyspace with its number, and the list: what a checkpoint copies.
+    pub(super) fn for_checkpoint(&self) -> (Vec<(KeyspaceId, Arc<Inner>)>, Registry) {
+        let named = self
+            .open
+            .values()
+            .map(|k| (k.inner.id, k.inner.clone()))
+            .collect();
+        (named, self.registry.clone())
+    }
+
     /// Whether the store has no named keyspace.
     pub(super) fn is_empty(&self) -> bool {
         self.registry.entries.is_empty()

@@ -320,8 +320,9 @@ impl Db {
     /// moment are hard-linked (copied where the file system cannot link) and a manifest
     /// naming them is written last. The copy is the store at
     /// [`Checkpoint::sequence`]; a failed checkpoint leaves no `MANIFEST` in `dir`, so
-    /// it never opens as a store. A read-only handle cannot take one (it cannot flush:
-    /// `Error::ReadOnly`). See `db/checkpoint.rs`.
+    /// it never opens as a store. A store with named keyspaces is copied whole, every
+    /// keyspace at the same sequence number. A read-only handle cannot take one (it
+    /// cannot flush: `Error::ReadOnly`). See `db/checkpoint.rs`.
     ///
     /// ```
     /// use bloomkv_kv::{Db, Options};
@@ -335,14 +336,14 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<Checkpoint> {
-        if !lock(&self.keyspaces).is_empty() {
-            // Each keyspace flushes on its own: copies taken one after another could
-            // split a batch across keyspaces. Refused rather than inconsistent.
-            return Err(crate::Error::InvalidArgument(
-                "a checkpoint of a store with named keyspaces is not supported yet".into(),
-            ));
+        let set = lock(&self.keyspaces);
+        if set.is_empty() {
+            drop(set);
+            return self.inner.checkpoint(dir.as_ref());
         }
-        self.inner.checkpoint(dir.as_ref())
+        // Held throughout: no keyspace is made or dropped while it is copied.
+        let (named, registry) = set.for_checkpoint();
+        checkpoint::checkpoint_keyspaces(&self.inner, &named, &registry, dir.as_ref())
     }
 
     /// Writes the memtable (and any frozen ones) to L0 tables now.
