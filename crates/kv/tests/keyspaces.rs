@@ -4,9 +4,10 @@
 //!   keyspaces (each with its own filter and memtable settings), with flushes,
 //!   compactions, reopens, snapshots, drops and re-creations, checked against one
 //!   `BTreeMap` per keyspace by gets, scans both ways and `multi_get`.
-//! * Batches across keyspaces are seen whole by concurrent snapshot readers, and
-//!   survive a power loss whole, at every file operation of a workload that also makes
-//!   and drops keyspaces.
+//! * Batches across keyspaces are seen whole by concurrent snapshot readers; they
+//!   survive whole an I/O error or a power loss at every file operation of a workload
+//!   that also makes and drops keyspaces, and a SIGKILL of a process writing them.
+//! * A checkpoint taken while a writer runs holds every keyspace at one point.
 //! * An idle keyspace does not keep the logs alive; a dropped keyspace's files go; a
 //!   batch naming a dropped keyspace is refused before anything is written.
 
@@ -586,7 +587,7 @@ fn verify_after(mem: &MemFileSystem, done: &Done, when: &str) {
 }
 
 #[test]
-fn power_loss_at_every_operation_of_batches_across_keyspaces_and_a_drop() {
+fn a_fault_at_every_operation_of_batches_across_keyspaces_and_a_drop() {
     let total = {
         let mem = MemFileSystem::new();
         let fs = FaultFileSystem::new(Arc::new(mem.clone()));
@@ -595,28 +596,33 @@ fn power_loss_at_every_operation_of_batches_across_keyspaces_and_a_drop() {
         assert_eq!(done.batches, 60);
         fs.take_log().len() as u64
     };
-    for at in 1..=total {
-        let mem = MemFileSystem::new();
-        let fs = FaultFileSystem::new(Arc::new(mem.clone()));
-        fs.set_plan(FaultPlan::nth(at, &[], Fault::PowerLoss));
-        let done = workload(&fs);
-        assert!(fs.fired(), "operation {at} of {total} never ran");
-        let data = if at % 2 == 0 {
-            UnsyncedData::Lose
-        } else {
-            UnsyncedData::KeepPrefix(at)
-        };
-        let dir_ops = if at % 3 == 0 {
-            DirOps::Keep
-        } else {
-            DirOps::Lose
-        };
-        mem.power_loss(data, dir_ops);
-        verify_after(
-            &mem,
-            &done,
-            &format!("power loss at operation {at} of {total}"),
-        );
+    for fault in [Fault::PowerLoss, Fault::Error] {
+        for at in 1..=total {
+            let mem = MemFileSystem::new();
+            let fs = FaultFileSystem::new(Arc::new(mem.clone()));
+            fs.set_plan(FaultPlan::nth(at, &[], fault));
+            let done = workload(&fs);
+            assert!(fs.fired(), "operation {at} of {total} never ran");
+            if fault == Fault::PowerLoss {
+                let data = if at % 2 == 0 {
+                    UnsyncedData::Lose
+                } else {
+                    UnsyncedData::KeepPrefix(at)
+                };
+                let dir_ops = if at % 3 == 0 {
+                    DirOps::Keep
+                } else {
+                    DirOps::Lose
+                };
+                mem.power_loss(data, dir_ops);
+            }
+            // After an error, the program restarts on the same files.
+            verify_after(
+                &mem,
+                &done,
+                &format!("{fault:?} at operation {at} of {total}"),
+            );
+        }
     }
 }
 
