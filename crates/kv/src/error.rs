@@ -33,10 +33,10 @@ pub enum Error {
     InvalidArgument(String),
 
     /// Another `Db` (in this or another process) holds the directory's lock; in this
-    /// process, a closed `Db`'s live snapshots and scans hold it too.
+    /// process, a closed `Db`'s live snapshots, scans and keyspace handles hold it too.
     #[error(
-        "database directory {} is locked by another instance (or by a snapshot or scan \
-         still alive from a closed one)",
+        "database directory {} is locked by another instance (or by a snapshot, scan or \
+         keyspace handle still alive from a closed one)",
         .0.display()
     )]
     Locked(PathBuf),

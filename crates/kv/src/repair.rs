@@ -30,6 +30,17 @@
 //! and the policies and extractors the file names. A missing or damaged settings file
 //! leaves `options` as given; a damaged one is rewritten from them (reported).
 //!
+//! Keyspaces: each named keyspace's directory is repaired first, on its own (it has no
+//! logs; a rebuilt manifest names again the first root log its old one named). Then the
+//! root: if it is rebuilt, its logs are replayed for every keyspace, each from its first
+//! log on, and each keyspace's writes go to an L0 table in its directory with a
+//! manifest naming the root's fresh log, written before the root's manifest retires
+//! the logs. A damaged `KEYSPACES` list is rebuilt from the `keyspace-*` directories,
+//! each named after its directory (the names are lost; the data is not). Limit: a
+//! keyspace whose manifest could not be read replays every root log at its next open,
+//! and a write both in its tables and in a log is then held twice (same key, same
+//! sequence number), which reads and compaction treat as one.
+//!
 //! Sequence numbers make the rebuild independent of where each table used to sit:
 //! every entry carries the number of the write that made it, so merging by it gives
 //! each key its newest surviving version whatever the order or level of the inputs.
@@ -63,12 +74,13 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::filename::{self, parse_file_name, FileKind};
 use crate::fs::FileSystem;
+use crate::keyspaces::{self, Registry};
 use crate::manifest::{self, ManifestState};
 use crate::memtable::Memtable;
 use crate::merge::{MergeIter, Source};
 use crate::options::{Options, WalRecovery};
 use crate::range_del::Fragments;
-use crate::recovery::{self, DroppedSpan};
+use crate::recovery::{self, DroppedSpan, Route};
 use crate::retain::Retain;
 use crate::settings::{load_options, Settings, SettingsState};
 use crate::sstable::check_file;
@@ -79,7 +91,7 @@ use crate::store_dir::{
 };
 use crate::table_files::TableFiles;
 use crate::types::NUM_LEVELS;
-use crate::types::{Entry, SeqNo};
+use crate::types::{Entry, KeyspaceId, SeqNo};
 use crate::version::{TableHandle, Version};
 
 /// A table that failed verification and was moved out of the store.
@@ -91,6 +103,19 @@ pub struct MovedTable {
     pub to: PathBuf,
     /// What failed.
     pub reason: String,
+}
+
+/// What [`repair`] did for one named keyspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyspaceRepair {
+    /// Its name.
+    pub name: String,
+    /// The repair of its own directory (tables and manifest).
+    pub report: RepairReport,
+    /// Its unflushed writes found in the root's logs, written to its table below.
+    pub entries_from_logs: u64,
+    /// The L0 table those writes went to, if there were any.
+    pub table_written: Option<u64>,
 }
 
 /// What [`repair`] found and did.
@@ -123,6 +148,8 @@ pub struct RepairReport {
     pub settings: SettingsState,
     /// Settings in the file this build could not apply (see `LoadedOptions::ignored`).
     pub settings_ignored: Vec<String>,
+    /// Each named keyspace's repair (empty for a store without keyspaces).
+    pub keyspaces: Vec<KeyspaceRepair>,
 }
 
 impl fmt::Display for RepairReport {
@@ -135,6 +162,20 @@ impl fmt::Display for RepairReport {
         }
         if !self.repaired {
             return writeln!(f, "the store needs no repair; nothing was changed");
+        }
+        for k in &self.keyspaces {
+            if k.report.repaired {
+                for line in k.report.to_string().lines() {
+                    writeln!(f, "keyspace {}: {line}", k.name)?;
+                }
+            }
+            if let Some(n) = k.table_written {
+                writeln!(
+                    f,
+                    "keyspace {}: {} entries from the logs written to {n:06}.sst",
+                    k.name, k.entries_from_logs
+                )?;
+            }
         }
         for p in &self.problems {
             writeln!(f, "found: {p}")?;
@@ -217,17 +258,9 @@ fn no_store_to_repair(dir: &Path) -> Error {
 pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> {
     options.validate()?;
     let dir = store_dir(path.as_ref())?;
-    let loaded = load_options(&dir, options)?;
-    if !loaded.unresolved.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{} was written with {}; repair would rebuild its tables without it. Repair \
-             from a program that has it (repair(path, options) with it in the options), \
-             or remove SETTINGS to rebuild with the options given",
-            dir.display(),
-            loaded.unresolved.join(" and ")
-        )));
-    }
-    let options = loaded.options;
+    let loaded = recorded_options(&dir, options.clone())?;
+    let base = options;
+    let options = loaded.options.clone();
     let fs = options.file_system.clone();
     if !fs.exists(&dir) {
         return Err(Error::InvalidArgument(format!(
@@ -241,27 +274,142 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     if !listed.iter().any(|n| n == filename::MANIFEST) && stray_store_file(&listed).is_none() {
         return Err(no_store_to_repair(&dir));
     }
-    // Named keyspaces keep their unflushed writes in the root's logs, which repair
-    // replays into the default keyspace's tables and retires: refused, not lost.
-    let named = crate::keyspaces::read(fs.as_ref(), &dir)?;
-    if !named.entries.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "{} has named keyspaces ({}); repair does not handle keyspaces yet (it would \
-             retire logs that hold their unflushed writes)",
-            dir.display(),
-            named
-                .entries
-                .iter()
-                .map(|(_, n)| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
     let _lock = match fs.lock(&filename::lock_path(&dir)) {
         Ok(l) => l,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(Error::Locked(dir)),
         Err(e) => return Err(e.into()),
     };
+    // Named keyspaces first, each its own tables and manifest (they have no logs);
+    // their unflushed writes are in the root's logs, which the root's rebuild hands
+    // to them before it retires the logs.
+    let (mut named, problems) = repair_keyspaces(&fs, &dir, &base)?;
+    let mut report = repair_dir(&fs, &dir, &options, loaded, &mut named, None)?;
+    report.problems.extend(problems);
+    report.repaired |= named
+        .iter()
+        .any(|k| k.report.repaired || k.table_written.is_some());
+    report.keyspaces = named
+        .into_iter()
+        .map(|k| KeyspaceRepair {
+            name: k.name,
+            report: k.report,
+            entries_from_logs: k.entries_from_logs,
+            table_written: k.table_written,
+        })
+        .collect();
+    Ok(report)
+}
+
+/// A store's recorded settings over `options`, refused when they name a policy or an
+/// extractor the options do not hold.
+fn recorded_options(dir: &Path, options: Options) -> Result<crate::settings::LoadedOptions> {
+    let loaded = load_options(dir, options)?;
+    if !loaded.unresolved.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{} was written with {}; repair would rebuild its tables without it. Repair \
+             from a program that has it (repair(path, options) with it in the options), \
+             or remove SETTINGS to rebuild with the options given",
+            dir.display(),
+            loaded.unresolved.join(" and ")
+        )));
+    }
+    Ok(loaded)
+}
+
+/// A named keyspace under repair.
+struct NamedRepair {
+    id: KeyspaceId,
+    name: String,
+    dir: PathBuf,
+    options: Options,
+    /// The first root log holding writes its tables lack, from its manifest before
+    /// the repair (0, every log, when that manifest could not be read).
+    first_log: u64,
+    report: RepairReport,
+    entries_from_logs: u64,
+    table_written: Option<u64>,
+}
+
+/// Repairs each named keyspace's directory on its own (tables and manifest), with
+/// its recorded settings. A damaged `KEYSPACES` list is rebuilt from the
+/// `keyspace-*` directories, each named after its directory (reported).
+fn repair_keyspaces(
+    fs: &Arc<dyn FileSystem>,
+    root: &Path,
+    base: &Options,
+) -> Result<(Vec<NamedRepair>, Vec<String>)> {
+    let mut problems = Vec::new();
+    let registry = match keyspaces::read(fs.as_ref(), root) {
+        Ok(r) => r,
+        Err(e) => {
+            let mut ids: Vec<u32> = fs
+                .list(root)?
+                .iter()
+                .filter_map(|n| match parse_file_name(n) {
+                    Some(FileKind::KeyspaceDir(id)) => Some(id),
+                    _ => None,
+                })
+                .collect();
+            ids.sort_unstable();
+            let registry = Registry {
+                next_id: ids.last().map_or(1, |id| id + 1),
+                entries: ids
+                    .iter()
+                    .map(|&id| (KeyspaceId::new(id), filename::keyspace_dir_name(id)))
+                    .collect(),
+            };
+            problems.push(format!(
+                "KEYSPACES is damaged ({e}); rebuilt from the keyspace directories, each \
+                 named after its directory"
+            ));
+            keyspaces::write(fs.as_ref(), root, &registry)?;
+            registry
+        }
+    };
+    let mut named = Vec::new();
+    for (id, name) in &registry.entries {
+        let dir = filename::keyspace_dir(root, id.get());
+        let base = Options {
+            create_if_missing: false,
+            ..base.clone()
+        };
+        let loaded = recorded_options(&dir, base)?;
+        let options = loaded.options.clone();
+        let first_log = manifest::read_manifest(fs.as_ref(), &dir)
+            .ok()
+            .flatten()
+            .map_or(0, |s| s.wal_number());
+        let mut none = Vec::new();
+        let report = repair_dir(fs, &dir, &options, loaded, &mut none, Some(first_log))?;
+        named.push(NamedRepair {
+            id: *id,
+            name: name.clone(),
+            dir,
+            options,
+            first_log,
+            report,
+            entries_from_logs: 0,
+            table_written: None,
+        });
+    }
+    Ok((named, problems))
+}
+
+/// [`repair`] of one directory, its lock taken: the root (whose logs it replays,
+/// handing `named` keyspaces their writes) or a named keyspace's (`named` empty).
+///
+/// `first_log`: for a named keyspace, the first root log its manifest named, which a
+/// rebuilt manifest names again (its writes since are in those logs).
+fn repair_dir(
+    fs: &Arc<dyn FileSystem>,
+    dir: &Path,
+    options: &Options,
+    loaded: crate::settings::LoadedOptions,
+    named: &mut [NamedRepair],
+    first_log: Option<u64>,
+) -> Result<RepairReport> {
+    let (fs, dir) = (fs.clone(), dir.to_path_buf());
+    let options = options.clone();
     let names = fs.list(&dir)?;
     let mut report = RepairReport {
         settings: loaded.state,
@@ -372,19 +520,38 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
         fs.sync_dir(&lost)?;
         fs.sync_dir(&dir)?;
     }
-    // Every valid record of every log; the seq floor keeps a stale record out.
+    // Every valid record of every log; the seq floor keeps a stale record out. Each
+    // named keyspace takes its writes from its first log on.
+    let root_first = state.as_ref().map_or(0, ManifestState::wal_number);
+    let mut routes = vec![Route {
+        keyspace: KeyspaceId::DEFAULT,
+        first_log: root_first,
+    }];
+    routes.extend(named.iter().map(|k| Route {
+        keyspace: k.id,
+        first_log: k.first_log,
+    }));
+    // A named keyspace may need logs the root's tables already hold.
+    let first = routes.iter().map(|r| r.first_log).min().unwrap_or(0);
+    let (wals, floor) = if first < root_first {
+        let older: Vec<u64> = wal_files.iter().copied().filter(|&n| n >= first).collect();
+        (older, 0)
+    } else {
+        (wals, floor)
+    };
     let replayed = recovery::replay(
         fs.as_ref(),
         &dir,
         &wals,
         WalRecovery::SkipCorrupted,
         floor,
-        &[],
+        &routes,
     )?;
     report.wals_replayed = wals.clone();
     report.wal_records = replayed.report.records_replayed();
     report.wal_dropped = replayed.report.dropped.clone();
 
+    let named_mems = replayed.named;
     let mut last_sequence = replayed.last_seq;
     if let Some(s) = &state {
         last_sequence = last_sequence.max(s.last_sequence());
@@ -398,11 +565,20 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     let level = level_for(&options, input_bytes);
     report.level = level;
 
-    let highest = names
+    // One counter numbers the files of every keyspace: above all of theirs too.
+    let mut highest = names
         .iter()
         .filter_map(|n| file_number(n))
         .max()
         .unwrap_or(0);
+    for k in named.iter() {
+        for n in fs.list(&k.dir)? {
+            highest = highest.max(file_number(&n).unwrap_or(0));
+        }
+        if let Ok(Some(s)) = manifest::read_manifest(fs.as_ref(), &k.dir) {
+            highest = highest.max(s.next_file_number().saturating_sub(1));
+        }
+    }
     let floor_number = state.as_ref().map_or(1, ManifestState::next_file_number);
     let next_number = AtomicU64::new(floor_number.max(highest + 1));
     let written = match write_merged(
@@ -427,8 +603,19 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     // The commit point: a manifest naming only the new tables, and a log number above
     // every log replayed (that log does not exist yet: it holds no writes).
     let version = Version::empty().apply(&[], written.into_iter().map(|h| (level, h)).collect());
-    let wal_number = next_number.fetch_add(1, Ordering::Relaxed);
-    let next = next_number.load(Ordering::Relaxed);
+    let wal_number = match first_log {
+        Some(first) => first,
+        None => next_number.fetch_add(1, Ordering::Relaxed),
+    };
+    // The named keyspaces' writes from the logs, each to an L0 table of its own, and
+    // manifests naming the fresh log: before the root's manifest, which retires the
+    // logs they came from.
+    for (id, mem) in named_mems {
+        if let Some(k) = named.iter_mut().find(|k| k.id == id) {
+            hand_over(&fs, k, mem, &next_number, wal_number)?;
+        }
+    }
+    let next = next_number.load(Ordering::Relaxed).max(wal_number + 1);
     if report.settings != SettingsState::Recorded {
         Settings::of(&options).write(fs.as_ref(), &dir)?;
     }
@@ -441,6 +628,59 @@ pub fn repair(path: impl AsRef<Path>, options: Options) -> Result<RepairReport> 
     remove_obsolete(&fs, &dir, None, wal_number);
     report.repaired = true;
     Ok(report)
+}
+
+/// Writes `mem` (a named keyspace's writes replayed from the root's logs) as an L0 table
+/// in its directory, and a manifest with its tables and it, naming log `wal_number`
+/// (the root's fresh log) as the first it needs.
+fn hand_over(
+    fs: &Arc<dyn FileSystem>,
+    k: &mut NamedRepair,
+    mem: Memtable,
+    next_number: &AtomicU64,
+    wal_number: u64,
+) -> Result<()> {
+    let Some(state) = manifest::read_manifest(fs.as_ref(), &k.dir)? else {
+        return Err(Error::corruption(
+            filename::manifest_path(&k.dir),
+            "missing after the keyspace's own repair",
+        ));
+    };
+    let policies = k.options.known_policies()?;
+    let cache = TableCache::new(fs.clone(), k.options.max_open_files);
+    let counters = Arc::new(Counters::default());
+    let files = TableFiles {
+        fs,
+        cache: &cache,
+        dir: &k.dir,
+        options: &k.options,
+        counters: &counters,
+        policies: &policies,
+    };
+    let mut tables = Vec::new();
+    for meta in state.tables() {
+        tables.push((meta.level as usize, Arc::new(files.open(meta.number)?)));
+    }
+    let mut version = Version::empty().apply(&[], tables);
+    let mut last_sequence = state.last_sequence();
+    if !mem.is_empty() {
+        let number = next_number.fetch_add(1, Ordering::Relaxed);
+        last_sequence = last_sequence.max(mem.max_seq());
+        k.entries_from_logs = mem.len() as u64;
+        let range_dels = mem.range_dels().map(|r| (*r).clone());
+        let built = files.build_with_range_dels(
+            number,
+            &k.options.filter_policy()?,
+            Retain::new(mem.versions().map(Ok), Vec::new(), false),
+            |_| range_dels,
+        )?;
+        if let Some(handle) = built {
+            version = version.apply(&[], vec![(0, Arc::new(handle))]);
+            k.table_written = Some(number);
+        }
+    }
+    let next = next_number.load(Ordering::Relaxed).max(wal_number + 1);
+    write_state(fs, &k.dir, &version, wal_number, next, last_sequence)
 }
 
 /// Opens table `number` and checks every block: the handle if it is sound, why not

@@ -849,3 +849,116 @@ fn batches_across_keyspaces_survive_sigkill_whole() {
         acked_total = last;
     }
 }
+
+// ---- repair ----
+
+/// A store with flushed and unflushed writes in the default keyspace and two named ones.
+fn store_for_repair(dir: &Path) {
+    let db = Db::open(dir, Options::default()).unwrap();
+    let a = db.keyspace("a", Options::default()).unwrap();
+    let b = db.keyspace("b", made_with("ribbon")).unwrap();
+    for i in 0..300 {
+        db.put(format!("d{i:03}"), "default").unwrap();
+        a.put(format!("a{i:03}"), "flushed").unwrap();
+        b.put(format!("b{i:03}"), "flushed").unwrap();
+    }
+    db.flush().unwrap();
+    a.flush().unwrap();
+    b.flush().unwrap();
+    for i in 0..50 {
+        a.put(format!("a{i:03}"), "unflushed").unwrap();
+        db.put(format!("d{i:03}"), "unflushed").unwrap();
+    }
+    a.delete("a299").unwrap();
+    drop((a, b));
+    db.close().unwrap();
+}
+
+fn check_repaired(dir: &Path, a_name: &str, when: &str) {
+    let db = Db::open(dir, Options::default()).unwrap();
+    let a = db.keyspace(a_name, Options::default()).unwrap();
+    let names = db.keyspace_names();
+    let b_name = names.iter().find(|n| n.as_str() != a_name).unwrap().clone();
+    let b = db.keyspace(&b_name, Options::default()).unwrap();
+    let get = |ks: &Keyspace, k: &str| {
+        ks.get(k)
+            .unwrap()
+            .map(|v| String::from_utf8(v.to_vec()).unwrap())
+    };
+    for i in 0..300 {
+        let want = if i < 50 { "unflushed" } else { "flushed" };
+        let want_a = (i != 299).then_some(want);
+        assert_eq!(
+            get(&a, &format!("a{i:03}")).as_deref(),
+            want_a,
+            "{when}: a{i:03}"
+        );
+        assert_eq!(
+            get(&b, &format!("b{i:03}")).as_deref(),
+            Some("flushed"),
+            "{when}: b{i:03}"
+        );
+        let want_d = if i < 50 { "unflushed" } else { "default" };
+        assert_eq!(
+            db.get(format!("d{i:03}")).unwrap().as_deref(),
+            Some(want_d.as_bytes()),
+            "{when}: d{i:03}"
+        );
+        assert_eq!(
+            get(&a, &format!("d{i:03}")),
+            None,
+            "{when}: a default key in a"
+        );
+    }
+}
+
+#[test]
+fn repair_rebuilds_the_root_and_hands_each_keyspace_its_unflushed_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    store_for_repair(dir.path());
+    std::fs::remove_file(dir.path().join("MANIFEST")).unwrap();
+    let report = bloomkv_kv::repair(dir.path(), Options::default()).unwrap();
+    assert!(report.repaired);
+    let a = report.keyspaces.iter().find(|k| k.name == "a").unwrap();
+    assert!(a.table_written.is_some(), "{report}");
+    assert_eq!(a.entries_from_logs, 51, "{report}");
+    check_repaired(dir.path(), "a", "root rebuilt");
+    let again = bloomkv_kv::repair(dir.path(), Options::default()).unwrap();
+    assert!(!again.repaired, "{again}");
+    check_repaired(dir.path(), "a", "repaired twice");
+}
+
+#[test]
+fn repair_rebuilds_a_keyspace_whose_manifest_is_gone_and_keeps_its_log_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    store_for_repair(dir.path());
+    let a_dir = dir.path().join("keyspace-000001");
+    std::fs::remove_file(a_dir.join("MANIFEST")).unwrap();
+    assert!(
+        Db::open(dir.path(), Options::default()).is_err(),
+        "opens without its manifest"
+    );
+    let report = bloomkv_kv::repair(dir.path(), Options::default()).unwrap();
+    assert!(report.repaired, "{report}");
+    check_repaired(dir.path(), "a", "keyspace rebuilt");
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_keyspace_list_from_the_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    store_for_repair(dir.path());
+    let list = dir.path().join("KEYSPACES");
+    let mut bytes = std::fs::read(&list).unwrap();
+    bytes[14] ^= 0x40;
+    std::fs::write(&list, bytes).unwrap();
+    assert!(
+        Db::open(dir.path(), Options::default()).is_err(),
+        "a damaged list is refused"
+    );
+    let report = bloomkv_kv::repair(dir.path(), Options::default()).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("KEYSPACES")),
+        "{report}"
+    );
+    check_repaired(dir.path(), "keyspace-000001", "list rebuilt");
+}
