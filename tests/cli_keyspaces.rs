@@ -84,6 +84,14 @@ fn commands_take_a_keyspace() {
         !text(&o.stdout).contains("o0199"),
         "the default keyspace has no orders"
     );
+    let info: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(info["keyspaces"], serde_json::json!(["orders"]));
+    let o = bloomkv(&["inspect", d]);
+    assert!(
+        text(&o.stdout).contains("named keyspaces: orders"),
+        "{}",
+        text(&o.stdout)
+    );
 
     // repair looks at every keyspace; this store needs none.
     let o = bloomkv(&["repair", d]);

@@ -50,6 +50,10 @@ pub struct StoreInfo {
     pub tables: Vec<TableInfo>,
     /// Live WAL files and their sizes.
     pub wals: Vec<(String, u64)>,
+    /// The store's named keyspaces, as its `KEYSPACES` list names them (each inspected
+    /// on its own: [`keyspace_path`](crate::keyspace_path)). Empty in a keyspace's own
+    /// directory and in a store that never made one.
+    pub keyspaces: Vec<String>,
 }
 
 impl fmt::Display for StoreInfo {
@@ -62,6 +66,13 @@ impl fmt::Display for StoreInfo {
         )?;
         for (name, size) in &self.wals {
             writeln!(f, "wal {name}: {size} bytes")?;
+        }
+        if !self.keyspaces.is_empty() {
+            writeln!(
+                f,
+                "named keyspaces: {} (their tables: --keyspace NAME)",
+                self.keyspaces.join(", ")
+            )?;
         }
         let mut level = usize::MAX;
         for t in &self.tables {
@@ -212,6 +223,11 @@ fn inspect_once(fs: &OsFileSystem, dir: &Path) -> Result<StoreInfo> {
         wal_number: state.wal_number(),
         tables,
         wals,
+        keyspaces: crate::keyspaces::read(&fs, dir)?
+            .entries
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect(),
     })
 }
 

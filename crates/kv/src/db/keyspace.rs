@@ -273,7 +273,8 @@ impl Db {
     /// [`Db::put`] and the rest read and write).
     ///
     /// A keyspace has its own memtable, tables, filter settings, prefix extractor,
-    /// compression, compaction and block cache, all from `options`; it shares the
+    /// compression, compaction, block cache and open-file limit, all from `options`
+    /// (so the store's memory and open files add up over its keyspaces); it shares the
     /// store's log, so some settings are the store's and `options` cannot change
     /// them: the file system, `read_only`, `sync_writes` and `wal_recovery` (and
     /// `create_if_missing` does not apply). An existing keyspace was opened by

@@ -366,7 +366,8 @@ impl Db {
         self.inner.compact_all(&mut maint)
     }
 
-    /// The counters and the shape of the store.
+    /// The counters and the shape of the store's default keyspace (each named
+    /// [`Keyspace`] has its own `stats`).
     pub fn stats(&self) -> DbStats {
         self.inner.stats()
     }
