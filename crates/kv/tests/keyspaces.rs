@@ -596,6 +596,7 @@ fn a_fault_at_every_operation_of_batches_across_keyspaces_and_a_drop() {
         assert_eq!(done.batches, 60);
         fs.take_log().len() as u64
     };
+    eprintln!("{total} file operations, each failed by a power loss and by an I/O error");
     for fault in [Fault::PowerLoss, Fault::Error] {
         for at in 1..=total {
             let mem = MemFileSystem::new();
