@@ -131,9 +131,11 @@ pub struct WriteBatch {
     longest_value: usize,
     /// A range delete whose start is not below its end was added.
     empty_range: bool,
-    /// The keyspaces the ops go to, each once, in the order first used (empty while
-    /// the batch is empty).
-    keyspaces: Vec<KeyspaceId>,
+    /// Whether an op goes to the default keyspace.
+    default_ops: bool,
+    /// The named keyspaces the ops go to, each once, in the order first used (a batch
+    /// of the default keyspace alone allocates nothing for this).
+    named: Vec<KeyspaceId>,
 }
 
 impl WriteBatch {
@@ -145,7 +147,8 @@ impl WriteBatch {
             longest_key: 0,
             longest_value: 0,
             empty_range: false,
-            keyspaces: Vec::new(),
+            default_ops: false,
+            named: Vec::new(),
         }
     }
 
@@ -160,7 +163,8 @@ impl WriteBatch {
             longest_key: 0,
             longest_value: 0,
             empty_range: false,
-            keyspaces: Vec::new(),
+            default_ops: false,
+            named: Vec::new(),
         }
     }
 
@@ -279,14 +283,19 @@ impl WriteBatch {
             }
             OpKind::Delete => {}
         }
-        if self.keyspaces.last() != Some(&keyspace) && !self.keyspaces.contains(&keyspace) {
-            self.keyspaces.push(keyspace);
+        if keyspace == KeyspaceId::DEFAULT {
+            self.default_ops = true;
+        } else if self.named.last() != Some(&keyspace) && !self.named.contains(&keyspace) {
+            self.named.push(keyspace);
         }
     }
 
-    /// The keyspaces the batch writes to, each once.
-    pub(crate) fn keyspaces(&self) -> &[KeyspaceId] {
-        &self.keyspaces
+    /// The keyspaces the batch writes to, each once (the default keyspace first).
+    pub(crate) fn keyspaces(&self) -> impl Iterator<Item = KeyspaceId> + '_ {
+        self.default_ops
+            .then_some(KeyspaceId::DEFAULT)
+            .into_iter()
+            .chain(self.named.iter().copied())
     }
 
     /// The number of operations.
@@ -306,7 +315,8 @@ impl WriteBatch {
         self.longest_key = 0;
         self.longest_value = 0;
         self.empty_range = false;
-        self.keyspaces.clear();
+        self.default_ops = false;
+        self.named.clear();
     }
 
     /// Checks the store's limits: keys up to [`MAX_KEY_LEN`], values up to
@@ -716,7 +726,7 @@ mod tests {
         batch.delete_in(KeyspaceId::new(300), "c");
         batch.delete_range_in(KeyspaceId::new(3), "d", "e");
         assert_eq!(
-            batch.keyspaces(),
+            batch.keyspaces().collect::<Vec<_>>(),
             [
                 KeyspaceId::DEFAULT,
                 KeyspaceId::new(3),

@@ -45,11 +45,10 @@ impl Inner {
         // The other keyspaces the batch writes to (none, in the common case).
         let others = batch
             .keyspaces()
-            .iter()
-            .filter(|&&id| id != self.id)
-            .map(|&id| journal.keyspace(id))
+            .filter(|&id| id != self.id)
+            .map(|id| journal.keyspace(id))
             .collect::<Result<Vec<_>>>()?;
-        let to_self = batch.keyspaces().contains(&self.id);
+        let to_self = batch.keyspaces().any(|id| id == self.id);
         let mut w = lock(&journal.writer);
         journal.check_bg_error()?;
         // A drop takes the writer lock: checked under it, no batch lands half in a
