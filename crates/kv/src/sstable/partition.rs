@@ -37,8 +37,10 @@
 //! negative name blocks as in an unpartitioned table.
 //!
 //! A point lookup asks the coarse filter first (in memory), then the partition's filter
-//! (the metadata cache, `meta_cache.rs`, or one read), then the partition's index, then
-//! the data block. A filter partition that cannot be read or decoded answers "maybe"
+//! (the metadata cache, `meta_cache.rs`, or one read that brings the partition's index
+//! along: the builder writes each index partition right before its filter partition),
+//! then the partition's index, then the data block: a present key outside the cache
+//! costs two reads, an absent one that the coarse filter lets through one. A filter partition that cannot be read or decoded answers "maybe"
 //! for every key it covers and is counted (`metadata_partition_failures`): never a
 //! false negative. An index partition that cannot be read is `Corruption` naming the
 //! file, as a damaged index is in any table.
@@ -52,6 +54,7 @@ use super::file::TableFile;
 use super::footer::BlockHandle;
 use super::index::{IndexBlock, IndexBuilder};
 use super::meta_cache::{MetaCache, Partition, Pool};
+use super::trailer;
 use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at};
 use crate::error::Result;
@@ -350,7 +353,15 @@ impl Partitions {
     /// Whether the table may hold the key with `hash`, which lies in partition `p`:
     /// the coarse filter, then the partition's filter. `true` without a filter, and
     /// for a partition whose filter cannot be read (counted).
-    pub(crate) fn may_contain(&self, file: &TableFile, p: usize, hash: KeyHash) -> bool {
+    /// A partition read for the filter brings its index partition along (they are
+    /// neighbours on disk, one read): it is left in `memo` for the lookup's next step.
+    pub(crate) fn may_contain(
+        &self,
+        file: &TableFile,
+        p: usize,
+        hash: KeyHash,
+        memo: &mut Memo,
+    ) -> bool {
         let Some(policy) = &self.policy else {
             return true;
         };
@@ -360,7 +371,7 @@ impl Partitions {
                 return false;
             }
         }
-        match self.filter_partition(file, policy, p) {
+        match self.filter_partition(file, policy, p, memo) {
             Some(filter) => filter.may_contain_hash(hash),
             None => {
                 // Fail open: the partition's keys are read from their data blocks.
@@ -371,13 +382,20 @@ impl Partitions {
     }
 
     /// The filter of partition `p`: cached, or read, opened and offered to the cache.
+    ///
+    /// A miss reads the partition's index and filter together, in one read (the
+    /// builder writes each index partition right before its filter partition): a
+    /// "maybe" then needs no second read for the index, and a "no" costs the one read
+    /// it would have cost alone. The index, if it checks out, goes to `memo` and the
+    /// cache; if it does not, it is left to be read (and reported) on its own.
     fn filter_partition(
         &self,
         file: &TableFile,
         policy: &Arc<dyn FilterPolicy>,
         p: usize,
+        memo: &mut Memo,
     ) -> Option<Arc<dyn FilterReader>> {
-        let (_, Some(handle)) = self.top.handles(p)? else {
+        let (index_handle, Some(handle)) = self.top.handles(p)? else {
             return None;
         };
         if let Some((cache, id)) = &self.cache {
@@ -387,7 +405,16 @@ impl Partitions {
             }
             stats::bump(&file.counters().metadata_cache_misses);
         }
-        let bytes = file.read_block(handle, BlockKind::Filter).ok()?;
+        let bytes = match index_handle.end() {
+            Some(end) if end == handle.offset => {
+                let (index, filter) = self.read_pair(file, p, index_handle, handle)?;
+                if let Some(index) = index {
+                    *memo = Some((p, index));
+                }
+                filter
+            }
+            _ => file.read_block(handle, BlockKind::Filter).ok()?,
+        };
         let reader: Arc<dyn FilterReader> = Arc::from(policy.open_reader(&bytes).ok()?);
         if let Some((cache, id)) = &self.cache {
             let charge = reader.memory_bytes();
@@ -420,6 +447,31 @@ impl Partitions {
         Ok(index)
     }
 
+    /// Reads index partition `p` at `index` and its filter partition at `filter` (its
+    /// neighbour) in one read: the index decoded, checked and offered to the cache
+    /// (`None` if it fails: its own read reports it), the filter's checked contents
+    /// (`None` if its trailer fails). `None` if the read itself fails.
+    #[allow(clippy::type_complexity)]
+    fn read_pair(
+        &self,
+        file: &TableFile,
+        p: usize,
+        index: BlockHandle,
+        filter: BlockHandle,
+    ) -> Option<(Option<Arc<IndexBlock>>, Vec<u8>)> {
+        let end = filter.end()?;
+        let len = usize::try_from(end.checked_sub(index.offset)?).ok()?;
+        let buf = file.read(index.offset, len).ok()?;
+        let split = usize::try_from(filter.offset - index.offset).ok()?;
+        let (sealed_index, sealed_filter) = (buf.get(..split)?, buf.get(split..)?);
+        let index = trailer::check(sealed_index).ok().and_then(|n| {
+            self.decode_index_partition(file, p, index, sealed_index[..n].to_vec())
+                .ok()
+        });
+        let n = trailer::check(sealed_filter).ok()?;
+        Some((index, sealed_filter[..n].to_vec()))
+    }
+
     fn load_index_partition(&self, file: &TableFile, p: usize) -> Result<Arc<IndexBlock>> {
         let corrupt = |offset: u64, m: &str| file.corruption(BlockKind::Index, offset, m.into());
         let (handle, _) = self
@@ -434,10 +486,28 @@ impl Partitions {
             stats::bump(&file.counters().metadata_cache_misses);
         }
         let bytes = file.read_block(handle, BlockKind::Index)?;
+        self.decode_index_partition(file, p, handle, bytes)
+    }
+
+    /// Decodes index partition `p` (the contents of its block at `handle`), checks it
+    /// against the top level, and offers it to the cache.
+    fn decode_index_partition(
+        &self,
+        file: &TableFile,
+        p: usize,
+        handle: BlockHandle,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<IndexBlock>> {
+        let corrupt = |offset: u64, m: &str| file.corruption(BlockKind::Index, offset, m.into());
         let index = IndexBlock::decode(bytes, self.data_end, true)
             .map_err(|m| file.corruption(BlockKind::Index, handle.offset, m))?;
         // The partition must hold exactly the blocks the top level gives it.
-        let first = self.top.entries[p].first_block;
+        let first = self
+            .top
+            .entries
+            .get(p)
+            .ok_or_else(|| corrupt(handle.offset, "no such index partition"))?
+            .first_block;
         let next = self
             .top
             .entries

@@ -210,3 +210,19 @@ fn a_partitioned_table_without_a_filter_reads_through_its_index_partitions() {
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn a_present_key_costs_one_read_of_its_partition_and_one_of_its_block() {
+    let entries = entries();
+    let (data, _) = build(&entries, partitioned_options());
+    let (table, counters, _) = open(data);
+    let table = table.unwrap();
+    let reads = || counters.snapshot().data_block_reads;
+    // Outside a store there is no metadata cache: every lookup reads its partition.
+    for (key, ..) in entries.iter().step_by(11) {
+        let before = reads();
+        assert!(table.get(key, KeyHash::of(key)).unwrap().is_some());
+        // Index and filter partitions are neighbours: one read brings both.
+        assert_eq!(reads() - before, 2, "{}", String::from_utf8_lossy(key));
+    }
+}

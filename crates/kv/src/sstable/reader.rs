@@ -571,16 +571,16 @@ impl Table {
         if p >= parts.len() {
             return Ok(None); // above the largest separator: not in this table
         }
+        let mut memo = None;
         if parts.has_filter() {
             tally.filter_checks += 1;
-            if parts.may_contain(&t.file, p, hash) {
+            if parts.may_contain(&t.file, p, hash, &mut memo) {
                 tally.filter_positives += 1;
             } else {
                 tally.filter_negatives += 1; // the reads of index partition and block avoided
                 return Ok(None);
             }
         }
-        let mut memo = None;
         let i = parts.find_in(&t.file, p, key, &mut memo)?;
         let Some(handle) = parts.handle(&t.file, i, &mut memo)? else {
             return Ok(None); // unreachable for a key <= largest
