@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
 
-use bloomkv_kv::{Db, DbStats, Options};
+use bloomkv_kv::{inspect, verify, Db, DbStats, Options};
 use common::{collect, in_range, random_batch, random_bound};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -223,6 +223,17 @@ fn a_store_of_old_tables_opens_beside_partitioned_ones() {
         .collect();
     assert_eq!(collect(db.scan((lo, hi)).rev()), part);
     check_budget(&db.stats(), 8 << 10);
+    drop(snap);
+    db.close().unwrap();
+    // The tools read partitioned tables too: every partition checked, none reported.
+    let report = verify(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+    let info = inspect(dir.path()).unwrap();
+    assert!(info.tables.iter().all(|t| t.partitions > 0), "{info}");
+    assert!(
+        info.to_string().contains("partitions, read on demand"),
+        "{info}"
+    );
 }
 
 /// Without a budget nothing changes: tables keep the format they had before it.
