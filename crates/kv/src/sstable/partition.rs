@@ -462,7 +462,7 @@ impl Partitions {
         let end = filter.end()?;
         let len = usize::try_from(end.checked_sub(index.offset)?).ok()?;
         let buf = file.read(index.offset, len).ok()?;
-        let split = usize::try_from(filter.offset - index.offset).ok()?;
+        let split = usize::try_from(filter.offset.checked_sub(index.offset)?).ok()?;
         let (sealed_index, sealed_filter) = (buf.get(..split)?, buf.get(split..)?);
         let index = trailer::check(sealed_index).ok().and_then(|n| {
             self.decode_index_partition(file, p, index, sealed_index[..n].to_vec())
