@@ -51,6 +51,8 @@ pub enum Allocation {
 pub struct LeveledSettings {
     /// `Options::filter_memory_budget` for every run (`--filter-budget-bytes`).
     pub filter_budget_bytes: Option<usize>,
+    /// `Options::metadata_budget` for every run (`--metadata-budget-bytes`).
+    pub metadata_budget_bytes: Option<usize>,
     /// Load half the keys, settle, run the absent warm-up, close and reopen, then load
     /// the rest (`--grow-after-warmup`): the tables written after the warm-up are
     /// built with what the lookups taught (probe statistics only change the bits of
@@ -206,6 +208,12 @@ pub struct LeveledRow {
     pub grown_after_warmup: bool,
     /// Share of the measured tree's keys in tables written after the first warm-up.
     pub keys_written_after_warmup: f64,
+    /// Bytes of index and filter held after the lookups (`DbStats::metadata_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_bytes: Option<u64>,
+    /// `Options::metadata_budget` (`--metadata-budget-bytes`), if set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_budget_bytes: Option<u64>,
 }
 
 /// Level-1 budget of the leveled shape (bytes); ×10 per level below. Small on
@@ -263,6 +271,7 @@ pub fn run_leveled(
                 _ => FilterAllocation::Uniform,
             },
             filter_memory_budget: settings.filter_budget_bytes,
+            metadata_budget: settings.metadata_budget_bytes,
             optimize_filters_for_hits: allocation == Allocation::NoLastLevel,
             memtable_size: 2 << 20,
             target_file_size: TARGET_FILE_BYTES,
@@ -327,6 +336,7 @@ pub fn run_leveled(
         progress.finish();
         let mut row = measure(&db, w, &label, budget)?;
         row.filter_budget_bytes = settings.filter_budget_bytes.map(|b| b as u64);
+        row.metadata_budget_bytes = settings.metadata_budget_bytes.map(|b| b as u64);
         row.grown_after_warmup = settings.grow_after_warmup;
         if let Some(n) = first_after_warmup {
             let infos = db.table_infos();
@@ -447,6 +457,8 @@ fn measure(db: &Db, w: &Workload, label: &str, budget: f64) -> Result<LeveledRow
         filter_budget_bytes: None,
         grown_after_warmup: false,
         keys_written_after_warmup: 0.0,
+        metadata_bytes: Some(db.stats().metadata_bytes),
+        metadata_budget_bytes: None,
     })
 }
 

@@ -162,6 +162,10 @@ pub trait BenchStore: Sync {
     fn disk_bytes(&self) -> Option<u64> {
         None
     }
+    /// Bytes of index and filter the store holds in memory now, if it can tell.
+    fn metadata_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Table reads so far made through io_uring, which the OS's read-syscall count
     /// does not see (bloomkv built with its `io-uring` feature); `None` where a store
     /// does not count them.
@@ -620,6 +624,7 @@ pub fn run_store(
         row.table_bytes = store.disk_bytes();
         row.open_ms = Some(open_ms);
         row.record_learning(w, before, store.learned());
+        row.metadata_bytes = store.metadata_bytes();
         rows.push(row);
     }
     Ok(rows)

@@ -90,6 +90,13 @@ pub struct Row {
     /// Data-block reads learned negatives skipped during the phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_skips: Option<u64>,
+    /// Bytes of index and filter the store held after the phase
+    /// (`DbStats::metadata_bytes`; bloomkv only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_bytes: Option<u64>,
+    /// `Options::metadata_budget` of the store (`--metadata-budget-bytes`), if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_budget_bytes: Option<u64>,
 }
 
 fn one() -> usize {
@@ -149,6 +156,8 @@ impl Row {
             learned_bytes: None,
             learned_bits_per_key: None,
             learned_skips: None,
+            metadata_bytes: None,
+            metadata_budget_bytes: None,
         }
     }
 

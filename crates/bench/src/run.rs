@@ -139,6 +139,13 @@ pub struct BenchArgs {
     /// too). Rows record it (`filter_budget_bytes`). Leveled shape only.
     #[arg(long)]
     pub filter_budget_bytes: Option<usize>,
+    /// A cap on bloomkv's index and filter memory in bytes (`Options::metadata_budget`):
+    /// tables are written with partitioned index and filter, and partitions are read
+    /// on demand through a cache of at most this many bytes, their reads counted with
+    /// the lookups'. Rows record it and the bytes held (`metadata_budget_bytes`,
+    /// `metadata_bytes`); a line per store prints reads per lookup beside them.
+    #[arg(long)]
+    pub metadata_budget_bytes: Option<usize>,
     /// Leveled shape: load half the keys, settle, run the `--absent-warmup` lookups,
     /// reopen and load the rest, so the tables written after the warm-up are built
     /// knowing the lookups (probe statistics change only new tables' bits); the
@@ -401,11 +408,24 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         let allocations = Allocation::parse_list(&args.allocation)?;
         let settings = LeveledSettings {
             filter_budget_bytes: args.filter_budget_bytes,
+            metadata_budget_bytes: args.metadata_budget_bytes,
             grow_after_warmup: args.grow_after_warmup,
         };
         leveled = run_leveled(&w, &allocations, settings, &work, &bar)?;
         bar.0.finish_and_clear();
         write!(out, "{}", print_leveled(&leveled))?;
+        for r in &leveled {
+            if let (Some(bytes), Some(_)) = (r.metadata_bytes, r.metadata_budget_bytes) {
+                writeln!(
+                    out,
+                    "metadata {}: {bytes} bytes held (budget {}), reads per get: absent {:.4}, present {:.4}",
+                    r.allocation,
+                    r.metadata_budget_bytes.unwrap_or(0),
+                    r.absent_reads_per_lookup,
+                    r.present_reads_per_lookup
+                )?;
+            }
+        }
     } else {
         for setting in FilterSetting::parse_list(&args.filters)? {
             let dir = work.store_dir(&setting.name().replace(' ', "-"))?;
@@ -418,10 +438,15 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
                 w.block_align,
             )?;
             store.set_learned_memory(w.learned_memory());
+            store.set_metadata_budget(args.metadata_budget_bytes)?;
+            let first = rows.len();
             if args.multi_get > 0 {
                 rows.extend(run_store_batched(&mut store, &w, args.multi_get, &bar)?);
             } else {
                 rows.extend(run_store(&mut store, &w, &bar)?);
+            }
+            for row in &mut rows[first..] {
+                row.metadata_budget_bytes = args.metadata_budget_bytes.map(|b| b as u64);
             }
         }
         compare_to_baseline(&mut rows, FilterSetting::None.name());
@@ -429,6 +454,17 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         write!(out, "{}", print_table(&rows))?;
         write!(out, "{}", crate::print_learning(&rows))?;
         write!(out, "{}", print_disk_bytes(&rows, &w))?;
+        for r in rows.iter().filter(|r| r.metadata_budget_bytes.is_some()) {
+            writeln!(
+                out,
+                "metadata {} {:?}: {} bytes held (budget {}), {:.4} reads per lookup",
+                r.filter,
+                r.phase,
+                r.metadata_bytes.unwrap_or(0),
+                r.metadata_budget_bytes.unwrap_or(0),
+                r.reads_per_lookup
+            )?;
+        }
         check_lookups(&rows)?;
         for line in os_read_disagreements(&rows) {
             writeln!(out, "{line}")?;

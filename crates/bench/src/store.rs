@@ -154,6 +154,21 @@ impl BloomkvStore {
         self.options.learned_memory = bytes;
     }
 
+    /// Gives the store `Options::metadata_budget` (partitioned index and filter), from
+    /// now on: the store is reopened, so every table the workload then writes is
+    /// partitioned.
+    pub fn set_metadata_budget(&mut self, budget: Option<usize>) -> Result<(), BenchError> {
+        if budget == self.options.metadata_budget {
+            return Ok(());
+        }
+        self.options.metadata_budget = budget;
+        if let Some(db) = self.db.take() {
+            db.close()?;
+        }
+        self.db = Some(Db::open(&self.dir, self.options.clone())?);
+        Ok(())
+    }
+
     /// Flushes the memtable and waits until compaction is idle.
     pub fn settle(&mut self) -> Result<(), BenchError> {
         Ok(self.open_db()?.wait_for_compaction()?)
@@ -209,6 +224,10 @@ impl BenchStore for BloomkvStore {
 
     fn get(&self, key: &[u8]) -> Result<bool, BenchError> {
         Ok(self.open_db()?.get(key)?.is_some())
+    }
+
+    fn metadata_bytes(&self) -> Option<u64> {
+        Some(self.db.as_ref()?.stats().metadata_bytes)
     }
 
     fn multi_get(&self, keys: &[[u8; KEY_LEN]]) -> Result<u64, BenchError> {

@@ -92,10 +92,20 @@ impl fmt::Display for StoreInfo {
                 show_key(&t.smallest),
                 show_key(&t.largest)
             )?;
-            match &t.filter {
-                Some(fi) => writeln!(
+            if t.partitions > 0 {
+                writeln!(
                     f,
-                    "    filter {} ({}): {} bits = {:.2} bits/key, {} {}, fill {:.1}%, est. FP {:.3}%",
+                    "    index and filter in {} partitions, read on demand; in memory: the \
+                     top level and the coarse filter",
+                    t.partitions
+                )?;
+            }
+            match &t.filter {
+                Some(fi) => {
+                    writeln!(
+                    f,
+                    "    {} {} ({}): {} bits = {:.2} bits/key, {} {}, fill {:.1}%, est. FP {:.3}%",
+                    if t.partitions > 0 { "coarse filter of" } else { "filter" },
                     t.filter_policy,
                     fi.layout,
                     fi.num_bits,
@@ -109,7 +119,8 @@ impl fmt::Display for StoreInfo {
                     },
                     fi.fill_ratio * 100.0,
                     fi.estimated_fp_rate * 100.0
-                )?,
+                )?
+                }
                 None => writeln!(f, "    filter: {}", t.filter_state)?,
             }
             match &t.range_filter {

@@ -348,6 +348,17 @@ pub struct Options {
     /// with the plan's filter (docs/FILTERS.md). Filters never answer wrongly for it:
     /// fewer bits or none only mean more reads. Default `None`: no cap.
     pub filter_memory_budget: Option<usize>,
+    /// A cap on the bytes of index and filter a store holds in memory (what
+    /// `DbStats::metadata_bytes` counts). `Some(bytes)`: new tables are written with
+    /// their index and filter cut into partitions (table format version 8, about
+    /// `bytes / 16` each, 64 B to 4 KiB); each open table keeps only a small top level
+    /// and a coarse filter of 5 bits per key in memory, and the partitions a lookup
+    /// needs come and go through a cache holding at most `bytes`, the top levels
+    /// counted in it (filter partitions kept before index partitions). A partition that
+    /// cannot be read is read around, never answered "absent" (counted in
+    /// `metadata_partition_failures`). Tables written without it keep opening, whole.
+    /// Default `None`: every table's index and filter stay in memory whole, as before.
+    pub metadata_budget: Option<usize>,
 }
 
 impl Default for Options {
@@ -385,6 +396,7 @@ impl Default for Options {
             range_filter: None,
             learned_memory: 0,
             filter_memory_budget: None,
+            metadata_budget: None,
         }
     }
 }
@@ -440,11 +452,19 @@ impl fmt::Debug for Options {
             .field("range_filter", &self.range_filter)
             .field("learned_memory", &self.learned_memory)
             .field("filter_memory_budget", &self.filter_memory_budget)
+            .field("metadata_budget", &self.metadata_budget)
             .finish()
     }
 }
 
 impl Options {
+    /// The bytes new tables cut their index and filter partitions at: `None` (whole
+    /// blocks) without a `metadata_budget`.
+    pub(crate) fn metadata_partition_bytes(&self) -> Option<usize> {
+        self.metadata_budget
+            .map(|b| (b / 16).clamp(64, crate::sstable::DEFAULT_PARTITION_BYTES))
+    }
+
     /// Checks every field; the first bad one is reported as `InvalidArgument`, with one
     /// message. Everything `Db::open` would refuse about the options themselves is
     /// refused here (the filter policies are built and a custom one's hash contract is

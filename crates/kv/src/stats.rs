@@ -83,6 +83,16 @@ pub struct Counters {
     pub probe_stats_damaged: AtomicU64,
     /// Filters released to keep `Options::filter_memory_budget` (`filter_budget.rs`).
     pub filters_released: AtomicU64,
+    /// Index and filter partitions the metadata cache held (`Options::metadata_budget`).
+    pub metadata_cache_hits: AtomicU64,
+    /// Index and filter partitions the metadata cache lacked: each became a read.
+    pub metadata_cache_misses: AtomicU64,
+    /// Filter partitions that could not be read or opened: their keys were read from
+    /// their data blocks instead (fail open, never a false negative).
+    pub metadata_partition_failures: AtomicU64,
+    /// Probes of partitioned tables that the coarse filter turned away, no partition
+    /// needed.
+    pub coarse_filter_negatives: AtomicU64,
     /// The store's learned negatives (`Options::learned_memory`; unset: none).
     pub(crate) learned: std::sync::OnceLock<crate::learned::LearnedNegatives>,
 }
@@ -378,8 +388,27 @@ pub struct DbStats {
     /// Bytes of filter held in memory across the live tables opened so far (a table
     /// is opened by the first read that reaches it, not by `Db::open`).
     pub filter_memory_bytes: u64,
-    /// Bytes of index and filter held in memory across the live tables opened so far.
+    /// Bytes of index and filter held in memory across the live tables opened so far:
+    /// under `Options::metadata_budget`, the partitioned tables' top levels and the
+    /// partitions the metadata cache holds.
     pub metadata_bytes: u64,
+    /// Of `metadata_bytes`: the index and filter partitions the metadata cache holds
+    /// now (at most `Options::metadata_budget`; 0 without one).
+    pub metadata_cache_bytes: u64,
+    /// Of `metadata_bytes`: the top levels (and coarse filters) of the live
+    /// partitioned tables opened so far, which stay in memory while they are open.
+    pub metadata_top_level_bytes: u64,
+    /// Partitions (index or filter) the metadata cache held when a lookup needed them.
+    pub metadata_cache_hits: u64,
+    /// Partitions the metadata cache lacked: each became one read (in
+    /// `data_block_reads`).
+    pub metadata_cache_misses: u64,
+    /// Filter partitions that could not be read or opened; the lookups they would have
+    /// answered read data blocks instead (fail open: never a false negative).
+    pub metadata_partition_failures: u64,
+    /// Probes of partitioned tables turned away by the coarse filter each keeps in
+    /// memory (each is also one of `filter_negatives`).
+    pub coarse_filter_negatives: u64,
     /// Live tables opened so far (their index and filter in memory); the others are
     /// known from the manifest alone.
     pub opened_tables: u64,
@@ -559,6 +588,12 @@ impl Counters {
             tables_per_level: Vec::new(),
             filter_memory_bytes: 0,
             metadata_bytes: 0,
+            metadata_cache_bytes: 0,
+            metadata_top_level_bytes: 0,
+            metadata_cache_hits: get(&self.metadata_cache_hits),
+            metadata_cache_misses: get(&self.metadata_cache_misses),
+            metadata_partition_failures: get(&self.metadata_partition_failures),
+            coarse_filter_negatives: get(&self.coarse_filter_negatives),
             opened_tables: 0,
             wal_tail_bytes_dropped: get(&self.wal_tail_bytes_dropped),
             prefix_checks: self.sum(|s| &s.prefix_checks),

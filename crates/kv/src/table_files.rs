@@ -108,6 +108,7 @@ impl TableFiles<'_> {
                     compression: options.compression,
                     range_filter: options.range_filter,
                     block_align: options.block_align,
+                    metadata_partition: options.metadata_partition_bytes(),
                 },
             );
             let mut last: Option<Bytes> = None;
@@ -177,6 +178,10 @@ pub struct TableInfo {
     /// Range tombstones (fragment and sequence number pairs) in its range tombstone
     /// block (format version 7); 0 without one.
     pub range_tombstones: u64,
+    /// Partitions its index and filter are cut into (format version 8, written under
+    /// `Options::metadata_budget`; `filter` then describes the coarse filter kept in
+    /// memory); 0 for a table whose index and filter are whole.
+    pub partitions: u64,
 }
 
 fn ser_key<S: serde::Serializer>(key: &Bytes, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -213,6 +218,7 @@ impl TableInfo {
             },
             range_filter: table.range_filter_stats(),
             range_tombstones: table.range_dels().map_or(0, Fragments::count),
+            partitions: p.partitions,
         }
     }
 }

@@ -424,6 +424,9 @@ impl Version {
             run.clear();
             run.extend_from_slice(keys);
             let table = handle.table()?;
+            if table.is_partitioned() {
+                return table.probe_each(batch, keys, read_seq, tally, found);
+            }
             table.filter_batch(batch, &mut run, tally);
             if !run.is_empty() {
                 table.read_batch(batch, &run, read_seq, tally, batch_tally, found)?;

@@ -364,6 +364,8 @@ mod tests {
             learned_bytes: None,
             learned_bits_per_key: None,
             learned_skips: None,
+            metadata_bytes: None,
+            metadata_budget_bytes: None,
         }
     }
 
@@ -441,6 +443,8 @@ mod tests {
                 filter_budget_bytes: None,
                 grown_after_warmup: false,
                 keys_written_after_warmup: 0.0,
+                metadata_bytes: None,
+                metadata_budget_bytes: None,
             })
             .collect();
         assert_no_collisions(&leveled_panels(&rows));

@@ -159,6 +159,7 @@ impl Parts {
             fs.clone(),
             options.max_open_files,
             options.block_cache_size,
+            options.metadata_budget,
         );
         let policy = options.filter_policy()?;
         let policies = options.known_policies()?;
@@ -491,10 +492,16 @@ impl Inner {
         stats.tables_per_level = view.version.levels().iter().map(Vec::len).collect();
         stats.open_table_files = self.table_cache.open_files() as u64;
         stats.block_cache_bytes = self.table_cache.block_cache_bytes();
+        stats.metadata_cache_bytes = self.table_cache.metadata_cache_bytes();
+        stats.metadata_bytes = stats.metadata_cache_bytes;
         for table in view.version.tables().filter_map(|(_, t)| t.if_open()) {
             let filter = table.filter_memory_bytes() as u64;
             stats.filter_memory_bytes += filter;
-            stats.metadata_bytes += filter + table.index_memory_bytes() as u64;
+            let held = filter + table.index_memory_bytes() as u64;
+            stats.metadata_bytes += held;
+            if table.is_partitioned() {
+                stats.metadata_top_level_bytes += held;
+            }
             stats.opened_tables += 1;
             stats.range_tombstones += table.range_dels().map_or(0, |f| f.count());
         }

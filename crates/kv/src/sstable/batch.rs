@@ -154,7 +154,7 @@ impl Table {
     /// one.
     pub(crate) fn hint_batch(&self, batch: &[BatchKey], keys: &[u32]) {
         let t = &*self.inner;
-        if !t.file.reads_wait_on_device() {
+        if t.parts.is_some() || !t.file.reads_wait_on_device() {
             return; // the pages are in the OS's cache: hints would only cost
         }
         let mut handles = Vec::new();
@@ -344,6 +344,25 @@ impl Table {
                 );
             }
             found[k as usize] = hit;
+        }
+        Ok(())
+    }
+
+    /// A partitioned table's share of a batch (format version 8): each key of `keys`
+    /// asked as a get asks it ([`Table::probe_hit_at`], range tombstones included), its
+    /// answer put in `found`. Its partitions come one key at a time through the
+    /// metadata cache.
+    pub(crate) fn probe_each(
+        &self,
+        batch: &[BatchKey],
+        keys: &[u32],
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+        found: &mut [Option<Hit>],
+    ) -> Result<()> {
+        for &k in keys {
+            let BatchKey { key, hash } = batch[k as usize];
+            found[k as usize] = self.probe_hit_at(key, hash, read_seq, tally)?;
         }
         Ok(())
     }

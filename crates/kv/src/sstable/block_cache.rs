@@ -6,7 +6,9 @@
 //! checksum passed, their contents were decompressed and their restart array was
 //! validated: a block that fails any check never enters it, and a hit is served without
 //! checking again. Index and filter blocks need no cache: every open table keeps them in
-//! memory for its whole life.
+//! memory for its whole life — except under `Options::metadata_budget`, whose
+//! partitions have a cache of their own (`meta_cache.rs`), so that data blocks never
+//! push them out.
 //!
 //! ```text
 //!   key = (table id, block offset)      value = Block (decoded, validated)

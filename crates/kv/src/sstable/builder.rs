@@ -19,6 +19,17 @@
 //! The range filter block is written only with `TableOptions::range_filter`; the
 //! properties record its handle (table format version 4 on).
 //!
+//! With `TableOptions::metadata_partition` the index and the filter are cut into
+//! partitions (format version 8, `partition.rs`): the index entries and filter keys of
+//! a run of data blocks are sealed together once they reach the partition's size, and
+//! a coarse filter over every key is built beside them. The partitions are written
+//! after the data blocks, then the coarse filter and the top level in place of the
+//! filter and index blocks:
+//!
+//! ```text
+//!  finish ──> [index part 0][filter part 0]...[coarse filter][top level][range][properties][footer]
+//! ```
+//!
 //! Writing to a temporary name, renaming and syncing the directory is the caller's job.
 
 use std::fmt;
@@ -33,11 +44,12 @@ use super::block_builder::BlockBuilder;
 use super::compression::{self, Compression};
 use super::footer::{
     BlockHandle, Footer, ALIGNED_FORMAT_VERSION, COMPRESSED_FORMAT_VERSION,
-    RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION, UNCOMPRESSED_FORMAT_VERSION,
-    ZSTD_FORMAT_VERSION,
+    PARTITIONED_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION,
+    UNCOMPRESSED_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
 };
 use super::format::{padding_before, MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 use super::index::{shortest_separator, IndexBuilder};
+use super::partition::{BuiltPartition, TopLevelBuilder, COARSE_BITS_PER_KEY};
 use super::properties::TableProperties;
 use super::show_key;
 use super::trailer;
@@ -80,6 +92,11 @@ pub struct TableOptions {
     /// Ignored with compression: compressed blocks vary in size, and padding each to a
     /// page would give back much of what compression saved.
     pub block_align: bool,
+    /// Cuts the index and the filter into partitions of about this many bytes (index
+    /// entries and filter bits together; at least 64), written as format version 8
+    /// (`partition.rs`), so a reader keeps only a small top level in memory. Default
+    /// `None`: whole index and filter blocks, as before.
+    pub metadata_partition: Option<usize>,
 }
 
 impl Default for TableOptions {
@@ -92,6 +109,7 @@ impl Default for TableOptions {
             compression: Compression::None,
             range_filter: None,
             block_align: true,
+            metadata_partition: None,
         }
     }
 }
@@ -190,6 +208,26 @@ pub struct TableBuilder {
     align: bool,
     /// The range tombstones the table carries (format version 7), if any.
     range_dels: Option<Fragments>,
+    /// Partitions index and filter (format version 8), if asked to.
+    parts: Option<PartitionWriter>,
+}
+
+/// The partitions of a partitioned table being written: the one in progress takes
+/// the index entries (here) and the filter keys (the table's filter builder, which
+/// `finish` resets for the next partition); sealed ones wait for `finish`.
+struct PartitionWriter {
+    /// Bytes (index entries and estimated filter bits) a partition is sealed at.
+    target: usize,
+    index: IndexBuilder,
+    /// The number of the partition's first data block.
+    first_block: u64,
+    /// Data blocks in the partition so far.
+    blocks: u64,
+    /// The coarse filter over every key of the table.
+    coarse: Option<Box<dyn FilterBuilder>>,
+    done: Vec<BuiltPartition>,
+    /// Bytes of the sealed partitions.
+    done_bytes: u64,
 }
 
 impl fmt::Debug for TableBuilder {
@@ -225,7 +263,7 @@ impl TableBuilder {
                 .range_filter
                 .and_then(|r| RangeFilterBuilder::new(r.bits_per_key, r.max_range_len).ok()),
             range_bits_per_key: options.range_filter.map_or(0.0, |r| r.bits_per_key),
-            filter: options.filter_policy.map(|p| {
+            filter: options.filter_policy.clone().map(|p| {
                 let builder = p.new_builder();
                 (p, builder)
             }),
@@ -238,6 +276,19 @@ impl TableBuilder {
             data_blocks: 0,
             failed: false,
             range_dels: None,
+            parts: options.metadata_partition.map(|target| PartitionWriter {
+                target: target.max(64),
+                index: IndexBuilder::default(),
+                first_block: 0,
+                blocks: 0,
+                coarse: options.filter_policy.as_ref().and_then(|_| {
+                    let coarse =
+                        bloomkv_filter::BloomPolicy::cache_local(COARSE_BITS_PER_KEY).ok()?;
+                    Some(coarse.new_builder())
+                }),
+                done: Vec::new(),
+                done_bytes: 0,
+            }),
         }
     }
 
@@ -277,12 +328,15 @@ impl TableBuilder {
             self.flush_block()?;
         }
         if let Some(handle) = self.pending.take() {
-            self.index
-                .add(&shortest_separator(&self.last_key, key), handle);
+            let separator = shortest_separator(&self.last_key, key);
+            self.add_index_entry(&separator, handle, false);
         }
         if let (Some((_, filter)), false) = (&mut self.filter, same_key) {
             // One filter entry per distinct key, however many versions it has.
             filter.add_key(key);
+            if let Some(coarse) = self.parts.as_mut().and_then(|p| p.coarse.as_mut()) {
+                coarse.add_key(key);
+            }
             // Keys arrive sorted, so equal prefixes are neighbours: each is added once.
             let prefix = self
                 .prefix_extractor
@@ -291,6 +345,9 @@ impl TableBuilder {
             if let Some(prefix) = prefix {
                 if self.last_prefix.as_deref() != Some(prefix) {
                     filter.add_hash(KeyHash::of(prefix));
+                    if let Some(coarse) = self.parts.as_mut().and_then(|p| p.coarse.as_mut()) {
+                        coarse.add_hash(KeyHash::of(prefix));
+                    }
                     self.last_prefix = Some(prefix.to_vec());
                 }
             }
@@ -338,9 +395,15 @@ impl TableBuilder {
             // The boundary keys are counted below; the header is under the 128.
             (self.range_bits_per_key * r.num_keys() as f64 / 8.0) as u64
         });
+        let parts = self.parts.as_ref().map_or(0, |p| {
+            p.done_bytes
+                + p.index.size() as u64
+                + (COARSE_BITS_PER_KEY * self.entries as f64 / 8.0) as u64
+        });
         self.offset
             + self.block.estimated_size() as u64
             + self.index.size() as u64
+            + parts
             + filter
             + range
             + 128
@@ -371,13 +434,25 @@ impl TableBuilder {
         }
         if let Some(handle) = self.pending.take() {
             // The last block's separator is the largest key itself.
-            self.index.add(&self.last_key, handle);
+            let last = std::mem::take(&mut self.last_key);
+            self.add_index_entry(&last, handle, true);
+            self.last_key = last;
         }
         let data_size = self.offset;
         // Before the range filter builder is taken: its presence picks the version.
         let format_version = self.format_version();
 
+        let partitioned = match self.parts.take() {
+            Some(parts) => Some(self.write_partitions(parts)?),
+            None => None,
+        };
+        let partitions = partitioned.as_ref().map_or(0, |(_, _, n)| *n);
         let (filter_handle, filter_policy, bits_per_key) = match self.filter.take() {
+            Some((policy, _)) if partitioned.is_some() => (
+                partitioned.as_ref().and_then(|(coarse, _, _)| *coarse),
+                policy.name().to_owned(),
+                policy.bits_per_key(),
+            ),
             Some((policy, mut builder)) => {
                 let handle = self.write_block(builder.finish())?;
                 (
@@ -392,8 +467,13 @@ impl TableBuilder {
             .prefix_extractor
             .as_ref()
             .map_or_else(String::new, |e| e.name().to_owned());
-        let index = std::mem::take(&mut self.index).finish();
-        let index_handle = self.write_block(index)?;
+        let index_handle = match partitioned {
+            Some((_, top, _)) => top,
+            None => {
+                let index = std::mem::take(&mut self.index).finish();
+                self.write_block(index)?
+            }
+        };
         // After the index, so the metadata still starts with the filter (or the index).
         let range_filter = match self.range.take() {
             Some(range) => Some(self.write_block(range.finish())?),
@@ -428,6 +508,7 @@ impl TableBuilder {
             prefix_extractor,
             range_filter,
             range_dels,
+            partitions,
         };
         let properties_handle = self.write_block(properties.encode())?;
         let footer = Footer {
@@ -462,6 +543,9 @@ impl TableBuilder {
     /// The format version this builder writes: 7 with range tombstones, else 5 with aligned blocks, else 6 if blocks
     /// may be ZSTD, else 4 with a range filter, else 3 only if blocks may be LZ4, else 2.
     fn format_version(&self) -> u32 {
+        if self.parts.is_some() {
+            return PARTITIONED_FORMAT_VERSION;
+        }
         if self.range_dels.is_some() {
             return RANGE_DEL_FORMAT_VERSION;
         }
@@ -472,6 +556,60 @@ impl TableBuilder {
             (false, Compression::None) => UNCOMPRESSED_FORMAT_VERSION,
             (false, Compression::Lz4) => COMPRESSED_FORMAT_VERSION,
         }
+    }
+
+    /// Adds the index entry of the last written data block: to the index, or to the
+    /// partition in progress, which is sealed once it is full (or `last`).
+    fn add_index_entry(&mut self, separator: &[u8], handle: BlockHandle, last: bool) {
+        let Some(parts) = &mut self.parts else {
+            self.index.add(separator, handle);
+            return;
+        };
+        parts.index.add(separator, handle);
+        parts.blocks += 1;
+        // The filter holds exactly the keys of the partition's blocks here: the key
+        // that starts the next block is added after this entry.
+        let filter_bytes = self.filter.as_ref().map_or(0, |(policy, builder)| {
+            (policy.bits_per_key().max(0.0) * builder.num_keys() as f64 / 8.0) as usize
+        });
+        if !last && parts.index.size() + filter_bytes < parts.target {
+            return;
+        }
+        let index = std::mem::take(&mut parts.index).finish();
+        let filter = self.filter.as_mut().map(|(_, builder)| builder.finish());
+        parts.done_bytes += (index.len() + filter.as_ref().map_or(0, Vec::len)) as u64;
+        parts.done.push(BuiltPartition {
+            separator: separator.to_vec(),
+            first_block: parts.first_block,
+            index,
+            filter,
+        });
+        parts.first_block += parts.blocks;
+        parts.blocks = 0;
+    }
+
+    /// Writes the sealed partitions, the coarse filter and the top level; returns the
+    /// coarse filter's handle, the top level's and the number of partitions.
+    fn write_partitions(
+        &mut self,
+        mut parts: PartitionWriter,
+    ) -> Result<(Option<BlockHandle>, BlockHandle, u64)> {
+        let mut top = TopLevelBuilder::default();
+        let count = parts.done.len() as u64;
+        for part in std::mem::take(&mut parts.done) {
+            let index = self.write_block(part.index)?;
+            let filter = match part.filter {
+                Some(bytes) => Some(self.write_block(bytes)?),
+                None => None,
+            };
+            top.add(&part.separator, part.first_block, index, filter);
+        }
+        let coarse = match parts.coarse.as_mut() {
+            Some(coarse) => Some(self.write_block(coarse.finish())?),
+            None => None,
+        };
+        let top = self.write_block(top.finish())?;
+        Ok((coarse, top, count))
     }
 
     /// Seals the data block in progress and appends it with one write.

@@ -19,6 +19,7 @@ use super::block::Block;
 use super::block_cache::BlockCache;
 use super::compression;
 use super::footer::{BlockHandle, Footer, FOOTER_SIZE};
+use super::meta_cache::MetaCache;
 use super::table_cache::FileSlot;
 use super::trailer::{self, BLOCK_TRAILER_SIZE};
 use super::{BlockKind, Malformed};
@@ -407,6 +408,15 @@ impl TableFile {
     fn block_cache(&self) -> Option<(&BlockCache, u64)> {
         match &self.file {
             Source::Cached(slot) => slot.block_cache(),
+            Source::Open(_) => None,
+        }
+    }
+
+    /// The store's metadata cache (`Options::metadata_budget`), if it has one, and
+    /// this table's id in it.
+    pub(crate) fn meta_cache(&self) -> Option<(Arc<MetaCache>, u64)> {
+        match &self.file {
+            Source::Cached(slot) => slot.meta_cache(),
             Source::Open(_) => None,
         }
     }

@@ -55,7 +55,15 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 ///   without any keep their older versions; a build that predates it refuses such a
 ///   table at open instead of reading it without its tombstones (which would bring
 ///   deleted keys back).
-pub const FORMAT_VERSION: u32 = 7;
+/// * 8: as 7, and index and filter are partitioned (`partition.rs`): the footer's
+///   index handle names the *top level* (one entry per partition: its last separator,
+///   first data block and the handles of its index and filter partitions), its filter
+///   handle a coarse Bloom filter over every key; the partitions lie between the data
+///   blocks and the coarse filter. The properties end with the number of partitions,
+///   after the range tombstone handle, which may be zero here. Written only by a
+///   builder told to partition (`TableOptions::metadata_partition`, set by a store
+///   with `Options::metadata_budget`).
+pub const FORMAT_VERSION: u32 = 8;
 
 /// The version a table without compressed blocks, range filter or aligned blocks is
 /// written as.
@@ -76,6 +84,10 @@ pub(crate) const ZSTD_FORMAT_VERSION: u32 = 6;
 /// The first version whose properties may name a range tombstone block (and the
 /// version a table holding range tombstones is written as).
 pub(crate) const RANGE_DEL_FORMAT_VERSION: u32 = 7;
+
+/// The version a table with partitioned index and filter is written as (and the first
+/// whose properties end with the number of partitions).
+pub(crate) const PARTITIONED_FORMAT_VERSION: u32 = 8;
 
 /// The oldest table format this code still reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -204,6 +204,16 @@ impl SearchWords {
 }
 
 impl IndexBlock {
+    /// An index of no blocks: what a partitioned table (format version 8) keeps in
+    /// place of its index, whose entries live in partitions (`partition.rs`).
+    pub(crate) fn empty() -> IndexBlock {
+        IndexBlock {
+            data: Vec::new(),
+            entries: Vec::new(),
+            words: SearchWords::default(),
+        }
+    }
+
     /// Decodes and validates an index whose data blocks must end by `data_end`;
     /// `equal_separators` allows neighbouring separators to be equal (format version 2).
     pub(crate) fn decode(

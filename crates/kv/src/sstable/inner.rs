@@ -10,8 +10,11 @@
 use bloomkv_filter::{FilterReader, RangeFilterReader};
 
 use super::file::TableFile;
+use super::footer::BlockHandle;
 use super::index::IndexBlock;
+use super::partition::{Memo, Partitions};
 use super::properties::TableProperties;
+use crate::error::Result;
 
 /// Whether a table's lookups consult a filter, and if not, why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +55,48 @@ pub(crate) struct TableInner {
     pub(crate) range_filter_state: RangeFilterState,
     /// The range tombstones (format version 7), loaded and checked at open.
     pub(crate) range_dels: Option<crate::range_del::Fragments>,
+    /// A partitioned table's top level (format version 8); `index` is then empty and
+    /// `filter` `None`, and lookups go through it (`partition.rs`).
+    pub(crate) parts: Option<std::sync::Arc<Partitions>>,
     /// The table's id among learned negatives (`learned.rs`); never reused.
     pub(crate) learned_id: Option<u32>,
+}
+
+impl TableInner {
+    /// Number of data blocks.
+    pub(crate) fn num_blocks(&self) -> usize {
+        match &self.parts {
+            Some(parts) => parts.num_blocks(),
+            None => self.index.len(),
+        }
+    }
+
+    /// The first data block whose separator is `>= key` (`num_blocks()` if none).
+    pub(crate) fn find_block(&self, key: &[u8], memo: &mut Memo) -> Result<usize> {
+        match &self.parts {
+            Some(parts) => parts.find(&self.file, key, memo),
+            None => Ok(self.index.find(key)),
+        }
+    }
+
+    /// The first data block whose separator is `> key` (`num_blocks()` if none).
+    pub(crate) fn upper_block(&self, key: &[u8], memo: &mut Memo) -> Result<usize> {
+        match &self.parts {
+            Some(parts) => parts.upper(&self.file, key, memo),
+            None => Ok(self.index.upper(key)),
+        }
+    }
+
+    /// The handle of data block `i` (`None` past the last).
+    pub(crate) fn block_handle(&self, i: usize, memo: &mut Memo) -> Result<Option<BlockHandle>> {
+        match &self.parts {
+            Some(parts) => parts.handle(&self.file, i, memo),
+            None => Ok(self.index.handle(i)),
+        }
+    }
+
+    /// Whether lookups consult a filter (whole, or partitioned).
+    pub(crate) fn consults_filter(&self) -> bool {
+        self.filter.is_some() || self.parts.as_ref().is_some_and(|p| p.has_filter())
+    }
 }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::block::BlockIter;
 use super::inner::TableInner;
+use super::partition::Memo;
 use super::BlockKind;
 use crate::error::Result;
 use crate::types::Entry;
@@ -32,6 +33,10 @@ pub struct TableIter {
     start: Option<(Vec<u8>, bool)>,
     /// An excluded start key whose versions may continue past the first block.
     skip: Option<Vec<u8>>,
+    /// A partitioned table's index partition in use (`partition.rs`).
+    memo: Memo,
+    /// An error finding the first block, yielded first.
+    failed: Option<crate::Error>,
     done: bool,
 }
 
@@ -47,12 +52,20 @@ impl std::fmt::Debug for TableIter {
 
 impl TableIter {
     pub(crate) fn new(table: Arc<TableInner>, start: Bound<&[u8]>) -> TableIter {
+        let mut memo = None;
+        let mut failed = None;
+        let mut find = |k: &[u8]| {
+            table.find_block(k, &mut memo).unwrap_or_else(|e| {
+                failed = Some(e);
+                0
+            })
+        };
         let (next_block, start) = match start {
             Bound::Unbounded => (0, None),
             // Later blocks hold only keys above this block's separator, itself >= the
             // start key, so only the first block needs a seek.
-            Bound::Included(k) => (table.index.find(k), Some((k.to_vec(), true))),
-            Bound::Excluded(k) => (table.index.find(k), Some((k.to_vec(), false))),
+            Bound::Included(k) => (find(k), Some((k.to_vec(), true))),
+            Bound::Excluded(k) => (find(k), Some((k.to_vec(), false))),
         };
         let skip = match &start {
             Some((k, false)) => Some(k.clone()),
@@ -64,13 +77,21 @@ impl TableIter {
             block: None,
             start,
             skip,
+            memo,
+            failed,
             done: false,
         }
     }
 
     /// Reads the next block and positions it; `None` at the end of the table.
     fn open_next_block(&mut self) -> Option<Result<()>> {
-        let handle = self.table.index.handle(self.next_block)?;
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
+        let handle = match self.table.block_handle(self.next_block, &mut self.memo) {
+            Ok(handle) => handle?,
+            Err(e) => return Some(Err(e)),
+        };
         self.next_block += 1;
         let file = &self.table.file;
         let result = file.scan_data_block(handle).and_then(|block| {
@@ -133,6 +154,10 @@ pub struct TableRevIter {
     entries: Vec<Entry>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
+    /// A partitioned table's index partition in use (`partition.rs`).
+    memo: Memo,
+    /// An error finding the last block, yielded first.
+    failed: Option<crate::Error>,
     done: bool,
 }
 
@@ -148,21 +173,31 @@ impl std::fmt::Debug for TableRevIter {
 
 impl TableRevIter {
     pub(crate) fn new(table: Arc<TableInner>, start: Bound<&[u8]>, end: Bound<&[u8]>) -> Self {
-        let blocks = table.index.len();
+        let blocks = table.num_blocks();
+        let mut memo = None;
         // Blocks after the first one whose separator is above the end key hold only
         // keys above it; an excluded end needs no block after the first one reaching it.
         let last = match end {
-            Bound::Unbounded => blocks,
-            Bound::Included(k) => table.index.upper(k).saturating_add(1),
-            Bound::Excluded(k) => table.index.find(k).saturating_add(1),
+            Bound::Unbounded => Ok(blocks),
+            Bound::Included(k) => table.upper_block(k, &mut memo),
+            Bound::Excluded(k) => table.find_block(k, &mut memo),
         }
-        .min(blocks);
+        .map(|b| {
+            b.saturating_add(usize::from(!matches!(end, Bound::Unbounded)))
+                .min(blocks)
+        });
+        let (last, failed) = match last {
+            Ok(last) => (last, None),
+            Err(e) => (0, Some(e)),
+        };
         TableRevIter {
             table,
             next_block: last.checked_sub(1),
             entries: Vec::new(),
             start: start.map(<[u8]>::to_vec),
             end: end.map(<[u8]>::to_vec),
+            memo,
+            failed,
             done: false,
         }
     }
@@ -185,9 +220,15 @@ impl TableRevIter {
 
     /// Reads and decodes the next block down; `None` when there is none.
     fn open_previous_block(&mut self) -> Option<Result<()>> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
         let i = self.next_block?;
         self.next_block = i.checked_sub(1);
-        let handle = self.table.index.handle(i)?;
+        let handle = match self.table.block_handle(i, &mut self.memo) {
+            Ok(handle) => handle?,
+            Err(e) => return Some(Err(e)),
+        };
         let file = &self.table.file;
         let result = file.scan_data_block(handle).and_then(|block| {
             self.entries = block

@@ -90,12 +90,16 @@ mod index;
 mod inner;
 mod iter;
 mod lz4;
+mod meta_cache;
+mod partition;
 mod properties;
 mod reader;
 mod table_cache;
 mod trailer;
 mod verify;
 
+#[cfg(test)]
+mod partition_tests;
 #[cfg(test)]
 pub(crate) mod test_util;
 #[cfg(test)]
@@ -111,6 +115,7 @@ pub use footer::{BlockHandle, FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use format::{MAX_BLOCK_SIZE, MAX_ENTRY_BYTES, PAGE_SIZE};
 pub use inner::{FilterState, RangeFilterState};
 pub use iter::{TableIter, TableRevIter};
+pub use partition::{COARSE_BITS_PER_KEY, DEFAULT_PARTITION_BYTES};
 pub use properties::TableProperties;
 pub use reader::{Table, PIN_MIN_VALUE};
 pub(crate) use table_cache::TableCache;

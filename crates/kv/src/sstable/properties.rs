@@ -26,8 +26,12 @@
 //!  +---------------------+-------------------+
 //!  +---------------------+-------------------+
 //!  | range_dels_offset   | range_dels_size   |   format version 7 on: the range
-//!  | varint              | varint            |   tombstone block (never both 0)
-//!  +---------------------+-------------------+
+//!  | varint              | varint            |   tombstone block (never both 0 in
+//!  +---------------------+-------------------+   version 7; both 0 in version 8
+//!  +------------+                                  when there is none)
+//!  | partitions |   format version 8 on: how many partitions the index and
+//!  | varint     |   filter are cut into (at least 1; `partition.rs`)
+//!  +------------+
 //! ```
 //!
 //! In a version 7 table `smallest` and `largest` span the range tombstones too
@@ -60,7 +64,8 @@ use super::compression::{
 };
 use super::footer::{
     BlockHandle, Footer, COMPRESSED_FORMAT_VERSION, FORMAT_VERSION, OLDEST_FORMAT_VERSION,
-    RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION, ZSTD_FORMAT_VERSION,
+    PARTITIONED_FORMAT_VERSION, RANGE_DEL_FORMAT_VERSION, RANGE_FILTER_FORMAT_VERSION,
+    ZSTD_FORMAT_VERSION,
 };
 use super::{BlockKind, Malformed};
 use crate::coding::{get_varint, get_varint_usize, put_varint, u32_at, u64_at};
@@ -134,8 +139,12 @@ pub struct TableProperties {
     /// Where the range filter block is (version 4 tables written with one); `None`
     /// without one.
     pub range_filter: Option<BlockHandle>,
-    /// Where the range tombstone block is (version 7 tables, which always have one).
+    /// Where the range tombstone block is (version 7 tables, which always have one;
+    /// version 8 tables that have one).
     pub range_dels: Option<BlockHandle>,
+    /// How many partitions the index and filter are cut into (version 8 tables, at
+    /// least 1); 0 for a table whose index and filter are whole.
+    pub partitions: u64,
 }
 
 impl TableProperties {
@@ -170,6 +179,9 @@ impl TableProperties {
         }
         if self.format_version >= RANGE_DEL_FORMAT_VERSION {
             self.range_dels.unwrap_or_default().encode_varint(&mut out);
+        }
+        if self.format_version >= PARTITIONED_FORMAT_VERSION {
+            put_varint(&mut out, self.partitions);
         }
         out
     }
@@ -219,12 +231,23 @@ impl TableProperties {
         let range_dels = if format_version >= RANGE_DEL_FORMAT_VERSION {
             let h = BlockHandle::decode_varint(buf, &mut pos)
                 .ok_or("bad range tombstone block handle")?;
-            if h == BlockHandle::default() {
+            if h != BlockHandle::default() {
+                Some(h)
+            } else if format_version >= PARTITIONED_FORMAT_VERSION {
+                None
+            } else {
                 return Err("a version 7 table without its range tombstone block".into());
             }
-            Some(h)
         } else {
             None
+        };
+        let partitions = if format_version >= PARTITIONED_FORMAT_VERSION {
+            match get_varint(buf, &mut pos) {
+                Some(n) if n >= 1 => n,
+                _ => return Err("bad partition count".into()),
+            }
+        } else {
+            0
         };
         if pos != buf.len() {
             return Err(Malformed(format!(
@@ -246,6 +269,7 @@ impl TableProperties {
             prefix_extractor,
             range_filter,
             range_dels,
+            partitions,
         };
         props.validate()?;
         Ok(props)
@@ -267,6 +291,8 @@ impl TableProperties {
             "more entries than data_size bytes can hold"
         } else if self.data_blocks > max_blocks {
             "more data blocks than data_size bytes can hold"
+        } else if self.partitions > self.data_blocks {
+            "more partitions than data blocks"
         } else if !(self.bits_per_key.is_finite() && self.bits_per_key >= 0.0) {
             "bits_per_key is not a finite non-negative number"
         } else {
@@ -337,6 +363,7 @@ mod tests {
             prefix_extractor: String::new(),
             range_filter: None,
             range_dels: None,
+            partitions: 0,
         }
     }
 
@@ -421,6 +448,45 @@ mod tests {
     }
 
     #[test]
+    fn version_8_records_the_partition_count_after_optional_range_tombstones() {
+        let handle = BlockHandle {
+            offset: 300,
+            size: 41,
+        };
+        for range_dels in [Some(handle), None] {
+            let p = TableProperties {
+                format_version: 8,
+                range_dels,
+                partitions: 3,
+                ..sample()
+            };
+            assert_eq!(TableProperties::decode(&p.encode()), Ok(p.clone()));
+        }
+        let none = TableProperties {
+            format_version: 8,
+            partitions: 0,
+            ..sample()
+        };
+        assert!(TableProperties::decode(&none.encode()).is_err());
+        let too_many = TableProperties {
+            format_version: 8,
+            partitions: 31,
+            ..sample()
+        };
+        assert!(TableProperties::decode(&too_many.encode()).is_err());
+        // Version 7's bytes end before the count: the same bytes labelled 7 are refused.
+        let mut bytes = TableProperties {
+            format_version: 8,
+            range_dels: Some(handle),
+            partitions: 2,
+            ..sample()
+        }
+        .encode();
+        bytes[..4].copy_from_slice(&7u32.to_le_bytes());
+        assert!(TableProperties::decode(&bytes).is_err());
+    }
+
+    #[test]
     fn the_entry_count_must_fit_the_stored_bytes_as_the_version_stores_them() {
         let decode = |format_version: u32, entries: u64, data_blocks: u64| {
             let p = TableProperties {
@@ -433,6 +499,7 @@ mod tests {
                 // Version 7 tables always name their range tombstone block.
                 range_dels: (format_version >= RANGE_DEL_FORMAT_VERSION)
                     .then_some(BlockHandle { offset: 1, size: 2 }),
+                partitions: u64::from(format_version >= PARTITIONED_FORMAT_VERSION),
                 ..sample()
             };
             TableProperties::decode(&p.encode()).map(|_| ())

@@ -39,10 +39,11 @@ use bytes::Bytes;
 
 use super::block::{Block, Lookup};
 use super::file::{read_footer, TableFile};
-use super::footer::{BlockHandle, FOOTER_SIZE};
+use super::footer::{BlockHandle, FOOTER_SIZE, PARTITIONED_FORMAT_VERSION};
 use super::index::IndexBlock;
 use super::inner::{FilterState, RangeFilterState, TableInner};
 use super::iter::{TableIter, TableRevIter};
+use super::partition::{self, Partitions, TopLevel};
 use super::properties::{disagrees_with_footer, TableProperties};
 use super::trailer;
 use super::verify::{self, BlockProblem};
@@ -118,15 +119,26 @@ impl Table {
         let props_handle = footer.properties;
         let properties = TableProperties::decode(block(props_handle, BlockKind::Properties)?)
             .map_err(|m| file.corruption(BlockKind::Properties, props_handle.offset, m))?;
+        if let Some((kind, offset, m)) = disagrees_with_footer(&footer, &properties, meta_end) {
+            return Err(file.corruption(kind, offset, m));
+        }
+        if footer.version >= PARTITIONED_FORMAT_VERSION {
+            return Table::open_partitioned(
+                file.clone(),
+                policies,
+                footer,
+                properties,
+                &block,
+                meta_start,
+                file_size,
+            );
+        }
         let index = IndexBlock::decode(
             block(footer.index, BlockKind::Index)?.to_vec(),
             meta_start,
             footer.version >= 2,
         )
         .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
-        if let Some((kind, offset, m)) = disagrees_with_footer(&footer, &properties, meta_end) {
-            return Err(file.corruption(kind, offset, m));
-        }
         if properties.data_size != meta_start {
             return Err(file.corruption(
                 BlockKind::Properties,
@@ -183,47 +195,8 @@ impl Table {
             }
         };
 
-        let (range_filter, range_filter_state) = match properties.range_filter {
-            None => (None, RangeFilterState::NotWritten),
-            Some(handle) => {
-                let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
-                    RangeFilterReader::open(bytes).map_err(|e| {
-                        file.corruption(BlockKind::Filter, handle.offset, e.to_string().into())
-                    })
-                });
-                match opened {
-                    Ok(reader) => (Some(Arc::new(reader)), RangeFilterState::Loaded),
-                    Err(e) => {
-                        // Fail open: every scan reads the table.
-                        stats::bump(&file.counters().range_filter_corrupt);
-                        (None, RangeFilterState::Corrupt(e.to_string()))
-                    }
-                }
-            }
-        };
-
-        // Not fail-open, unlike the filters: a table read without its tombstones would
-        // bring back the keys they delete.
-        let range_dels = match properties.range_dels {
-            None => None,
-            Some(handle) => {
-                let corrupt = |m: String| {
-                    file.corruption(BlockKind::RangeTombstones, handle.offset, m.into())
-                };
-                let frags = Fragments::decode(block(handle, BlockKind::RangeTombstones)?)
-                    .map_err(corrupt)?;
-                let inside = frags.extent().is_some_and(|(start, end)| {
-                    *start >= properties.smallest
-                        && crate::range_del::last_covered(end) <= properties.largest
-                });
-                if !inside {
-                    return Err(corrupt(
-                        "range tombstones empty or outside the table's key range".into(),
-                    ));
-                }
-                Some(frags)
-            }
-        };
+        let (range_filter, range_filter_state) = open_range_filter(&file, &properties, &block);
+        let range_dels = open_range_dels(&file, &properties, &block)?;
 
         Ok(Table {
             inner: Arc::new(TableInner {
@@ -237,10 +210,163 @@ impl Table {
                 range_filter,
                 range_filter_state,
                 learned_id: crate::learned::next_table_id(),
+                parts: None,
             }),
         })
     }
 
+    /// [`open_file`](Self::open_file) for a table of format version 8: the top level
+    /// and the coarse filter come into memory, the partitions stay on disk.
+    #[allow(clippy::too_many_arguments)]
+    fn open_partitioned<'m>(
+        file: TableFile,
+        policies: &[Arc<dyn FilterPolicy>],
+        footer: super::footer::Footer,
+        properties: TableProperties,
+        block: &dyn Fn(BlockHandle, BlockKind) -> Result<&'m [u8]>,
+        meta_start: u64,
+        file_size: u64,
+    ) -> Result<Table> {
+        if properties.data_size > meta_start {
+            return Err(file.corruption(
+                BlockKind::Properties,
+                footer.properties.offset,
+                Malformed(format!(
+                    "data_size {} runs past the metadata's start at {meta_start}",
+                    properties.data_size
+                )),
+            ));
+        }
+        let bounds = partition::Bounds {
+            data_end: properties.data_size,
+            meta_start,
+            data_blocks: properties.data_blocks,
+            partitions: properties.partitions,
+            has_filter: footer.filter.is_some(),
+        };
+        let top = TopLevel::decode(block(footer.index, BlockKind::Index)?.to_vec(), &bounds)
+            .map_err(|m| file.corruption(BlockKind::Index, footer.index.offset, m))?;
+        let (coarse, policy, filter_state) = match footer.filter {
+            None => (None, None, FilterState::NotWritten),
+            Some(handle) => {
+                let name = &properties.filter_policy;
+                match policies.iter().find(|p| p.name() == name) {
+                    None => {
+                        stats::bump(&file.counters().filter_unknown_policy);
+                        (None, None, FilterState::UnknownPolicy(name.clone()))
+                    }
+                    Some(policy) => {
+                        let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
+                            bloomkv_filter::open_filter_block(bytes).map_err(|e| {
+                                file.corruption(
+                                    BlockKind::Filter,
+                                    handle.offset,
+                                    e.to_string().into(),
+                                )
+                            })
+                        });
+                        match opened {
+                            Ok(coarse) => (Some(coarse), Some(policy.clone()), FilterState::Loaded),
+                            Err(e) => {
+                                // Fail open: the coarse filter only turns probes away
+                                // early; the partitions' filters still answer.
+                                stats::bump(&file.counters().filter_corrupt);
+                                (
+                                    None,
+                                    Some(policy.clone()),
+                                    FilterState::Corrupt(e.to_string()),
+                                )
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let (range_filter, range_filter_state) = open_range_filter(&file, &properties, block);
+        let range_dels = open_range_dels(&file, &properties, block)?;
+        let parts = Partitions::new(
+            top,
+            coarse,
+            policy,
+            properties.data_size,
+            properties.data_blocks,
+            file.meta_cache(),
+        );
+        Ok(Table {
+            inner: Arc::new(TableInner {
+                range_dels,
+                file,
+                file_size,
+                properties,
+                index: Arc::new(IndexBlock::empty()),
+                filter: None,
+                filter_state,
+                range_filter,
+                range_filter_state,
+                learned_id: None,
+                parts: Some(Arc::new(parts)),
+            }),
+        })
+    }
+}
+
+/// Opens the range filter block the properties name, failing open (counted).
+fn open_range_filter<'m>(
+    file: &TableFile,
+    properties: &TableProperties,
+    block: &dyn Fn(BlockHandle, BlockKind) -> Result<&'m [u8]>,
+) -> (Option<Arc<RangeFilterReader>>, RangeFilterState) {
+    match properties.range_filter {
+        None => (None, RangeFilterState::NotWritten),
+        Some(handle) => {
+            let opened = block(handle, BlockKind::Filter).and_then(|bytes| {
+                RangeFilterReader::open(bytes).map_err(|e| {
+                    file.corruption(BlockKind::Filter, handle.offset, e.to_string().into())
+                })
+            });
+            match opened {
+                Ok(reader) => (Some(Arc::new(reader)), RangeFilterState::Loaded),
+                Err(e) => {
+                    // Fail open: every scan reads the table.
+                    stats::bump(&file.counters().range_filter_corrupt);
+                    (None, RangeFilterState::Corrupt(e.to_string()))
+                }
+            }
+        }
+    }
+}
+
+/// Opens and checks the range tombstone block the properties name.
+fn open_range_dels<'m>(
+    file: &TableFile,
+    properties: &TableProperties,
+    block: &dyn Fn(BlockHandle, BlockKind) -> Result<&'m [u8]>,
+) -> Result<Option<Fragments>> {
+    // Not fail-open, unlike the filters: a table read without its tombstones would
+    // bring back the keys they delete.
+    let range_dels = match properties.range_dels {
+        None => None,
+        Some(handle) => {
+            let corrupt =
+                |m: String| file.corruption(BlockKind::RangeTombstones, handle.offset, m.into());
+            let frags =
+                Fragments::decode(block(handle, BlockKind::RangeTombstones)?).map_err(corrupt)?;
+            let inside = frags.extent().is_some_and(|(start, end)| {
+                *start >= properties.smallest
+                    && crate::range_del::last_covered(end) <= properties.largest
+            });
+            if !inside {
+                return Err(corrupt(
+                    "range tombstones empty or outside the table's key range".into(),
+                ));
+            }
+            Some(frags)
+        }
+    };
+    Ok(range_dels)
+}
+
+impl Table {
     /// The same table without its filter (`FilterState::Released`): every lookup
     /// reads a data block, so nothing is ever missed. Shares the file, index, range
     /// filter, tombstones and learned-negatives id with `self`; the filter's memory
@@ -259,6 +385,7 @@ impl Table {
                 range_filter_state: t.range_filter_state.clone(),
                 range_dels: t.range_dels.clone(),
                 learned_id: t.learned_id,
+                parts: t.parts.clone(),
             }),
         }
     }
@@ -423,6 +550,45 @@ impl Table {
         })
     }
 
+    /// The rest of [`probe_hit_at`](Self::probe_hit_at) in a partitioned table (format
+    /// version 8, `partition.rs`), reached from [`read_hit_at`](Self::read_hit_at), the
+    /// probe already counted: the coarse filter, the key's filter partition, its index
+    /// partition, then the data block, each decision tallied as in a whole table. A
+    /// partition's reads are counted with the table's reads (`data_block_reads`). The
+    /// get path of a table without partitions never comes here.
+    #[cold]
+    #[inline(never)]
+    fn probe_partitioned(
+        &self,
+        parts: &Partitions,
+        key: &[u8],
+        hash: KeyHash,
+        read_seq: SeqNo,
+        tally: &mut ReadTally,
+    ) -> Result<Option<Hit>> {
+        let t = &*self.inner;
+        let p = parts.partition_of(key);
+        if p >= parts.len() {
+            return Ok(None); // above the largest separator: not in this table
+        }
+        let mut memo = None;
+        if parts.has_filter() {
+            tally.filter_checks += 1;
+            if parts.may_contain(&t.file, p, hash, &mut memo) {
+                tally.filter_positives += 1;
+            } else {
+                tally.filter_negatives += 1; // the reads of index partition and block avoided
+                return Ok(None);
+            }
+        }
+        let i = parts.find_in(&t.file, p, key, &mut memo)?;
+        let Some(handle) = parts.handle(&t.file, i, &mut memo)? else {
+            return Ok(None); // unreachable for a key <= largest
+        };
+        let block = t.file.read_data_block(handle)?;
+        self.search_block(i, handle.offset, block, key, read_seq, tally)
+    }
+
     /// The table's range tombstones (format version 7 tables), if any.
     pub fn range_dels(&self) -> Option<&Fragments> {
         self.inner.range_dels.as_ref()
@@ -487,7 +653,13 @@ impl Table {
         let t = &*self.inner;
         let i = t.index.find(key);
         let Some(handle) = t.index.handle(i) else {
-            return Ok(None); // unreachable for a key <= largest: the last separator is largest
+            // A partitioned table keeps no whole index (and no whole filter, so the
+            // probe got here): its lookups go on through its partitions. Otherwise
+            // unreachable for a key <= largest: the last separator is largest.
+            return match &t.parts {
+                Some(parts) => self.probe_partitioned(parts, key, hash, read_seq, tally),
+                None => Ok(None),
+            };
         };
         let learned = self.learned();
         if let Some((learned, id)) = learned {
@@ -590,7 +762,7 @@ impl Table {
                 Lookup::Continues => {
                     held = true;
                     i += 1;
-                    let Some(next) = t.index.handle(i) else {
+                    let Some(next) = t.block_handle(i, &mut None)? else {
                         break None;
                     };
                     offset = next.offset;
@@ -598,7 +770,7 @@ impl Table {
                 }
             }
         };
-        if held && t.filter.is_some() {
+        if held && t.consults_filter() {
             tally.filter_true_positives += 1; // the filter's "maybe" was right
         }
         let Some(found) = found else {
@@ -632,7 +804,10 @@ impl Table {
     /// table has no filter, or its filter holds another extractor's prefixes or none.
     pub fn may_contain_prefix(&self, extractor: &str, hash: KeyHash) -> bool {
         let t = &*self.inner;
-        let Some(filter) = &t.filter else {
+        // A partitioned table answers prefixes from its coarse filter, which holds
+        // every prefix its partitions' filters do.
+        let coarse = t.parts.as_ref().and_then(|p| p.coarse());
+        let Some(filter) = t.filter.as_deref().or(coarse) else {
             return true;
         };
         if t.properties.prefix_extractor != extractor {
@@ -701,7 +876,12 @@ impl Table {
 
     /// Whether lookups consult a filter.
     pub fn has_filter(&self) -> bool {
-        self.inner.filter.is_some()
+        self.inner.consults_filter()
+    }
+
+    /// Whether the table's index and filter are partitioned (format version 8).
+    pub fn is_partitioned(&self) -> bool {
+        self.inner.parts.is_some()
     }
 
     /// Whether the filter is loaded, and if not, why.
@@ -711,7 +891,8 @@ impl Table {
 
     /// What the loaded filter says about itself.
     pub fn filter_info(&self) -> Option<FilterInfo> {
-        self.inner.filter.as_ref().map(|f| f.info())
+        let coarse = self.inner.parts.as_ref().and_then(|p| p.coarse());
+        self.inner.filter.as_deref().or(coarse).map(|f| f.info())
     }
 
     /// Whether scans consult a range filter, and if not, why.
@@ -724,19 +905,26 @@ impl Table {
         self.inner.range_filter.as_ref().map(|f| f.stats())
     }
 
-    /// Heap bytes of the loaded filter (0 without one).
+    /// Heap bytes of the loaded filter (0 without one); of a partitioned table, its
+    /// coarse filter (the partitions' filters are the metadata cache's).
     pub fn filter_memory_bytes(&self) -> usize {
-        self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes())
+        match &self.inner.parts {
+            Some(parts) => parts.coarse_bytes(),
+            None => self.inner.filter.as_ref().map_or(0, |f| f.memory_bytes()),
+        }
     }
 
-    /// Heap bytes of the in-memory index.
+    /// Heap bytes of the in-memory index; of a partitioned table, its top level.
     pub fn index_memory_bytes(&self) -> usize {
-        self.inner.index.memory_bytes()
+        match &self.inner.parts {
+            Some(parts) => parts.top_bytes(),
+            None => self.inner.index.memory_bytes(),
+        }
     }
 
     /// Number of data blocks.
     pub fn num_data_blocks(&self) -> usize {
-        self.inner.index.len()
+        self.inner.num_blocks()
     }
 
     /// Asks the OS to drop the file's cached pages (cold-cache benchmarks).

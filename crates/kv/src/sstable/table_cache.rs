@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use arc_swap::ArcSwapOption;
 
 use super::block_cache::{self, BlockCache};
+use super::meta_cache::MetaCache;
 use crate::fs::{FileSystem, RandomAccessFile};
 
 /// An open table file.
@@ -52,6 +53,8 @@ pub(crate) struct TableCache {
     clock: Mutex<Clock>,
     /// The store's decoded data blocks (`None`: `block_cache_size` is 0).
     blocks: Option<BlockCache>,
+    /// The partitions of partitioned tables (`None`: no `metadata_budget`).
+    metadata: Option<Arc<MetaCache>>,
 }
 
 #[derive(Default)]
@@ -113,7 +116,7 @@ fn lock(m: &Mutex<Clock>) -> MutexGuard<'_, Clock> {
 impl TableCache {
     /// A cache keeping at most `capacity` (≥ 1) table files open.
     pub(crate) fn new(fs: Arc<dyn FileSystem>, capacity: usize) -> Arc<TableCache> {
-        TableCache::with_block_cache(fs, capacity, 0)
+        TableCache::with_block_cache(fs, capacity, 0, None)
     }
 
     /// A cache keeping at most `capacity` (≥ 1) table files open, and up to
@@ -122,6 +125,7 @@ impl TableCache {
         fs: Arc<dyn FileSystem>,
         capacity: usize,
         block_cache_bytes: usize,
+        metadata_budget: Option<usize>,
     ) -> Arc<TableCache> {
         Arc::new(TableCache {
             fs,
@@ -129,12 +133,18 @@ impl TableCache {
             open: AtomicUsize::new(0),
             clock: Mutex::new(Clock::default()),
             blocks: BlockCache::new(block_cache_bytes),
+            metadata: metadata_budget.map(|b| Arc::new(MetaCache::new(b))),
         })
     }
 
     /// Bytes the block cache holds now (0 without one).
     pub(crate) fn block_cache_bytes(&self) -> u64 {
         self.blocks.as_ref().map_or(0, BlockCache::used_bytes)
+    }
+
+    /// Bytes of partitions the metadata cache holds now (0 without one).
+    pub(crate) fn metadata_cache_bytes(&self) -> u64 {
+        self.metadata.as_ref().map_or(0, |m| m.held_bytes() as u64)
     }
 
     /// A closed slot for the table file at `path`; it opens on first read.
@@ -232,6 +242,11 @@ impl FileSlot {
     #[inline]
     pub(crate) fn block_cache(&self) -> Option<(&BlockCache, u64)> {
         self.cache.blocks.as_ref().map(|c| (c, self.id))
+    }
+
+    /// The store's metadata cache, if it has one, and this table's id in it.
+    pub(crate) fn meta_cache(&self) -> Option<(Arc<MetaCache>, u64)> {
+        self.cache.metadata.clone().map(|c| (c, self.id))
     }
 
     /// Marks the table obsolete: its file is deleted when the last reader lets go.

@@ -106,9 +106,13 @@ fn random_tables_round_trip() {
             range_filter: (round % 3 == 1).then(RangeFilterOptions::default),
             // Aligned in 5 rounds of 7 (format version 5 when also uncompressed).
             block_align: round % 7 < 5,
+            // Partitioned index and filter in 1 round of 4 (format version 8).
+            metadata_partition: (round % 4 == 3).then_some([64, 200, 1000][round % 3]),
         };
         let with_range = options.range_filter.is_some();
+        let partitioned = options.metadata_partition.is_some();
         let expected_version = match (&options.compression, options.block_align, with_range) {
+            _ if partitioned => 8,
             (Compression::Zstd { .. }, _, _) => 6,
             (Compression::None, true, _) => 5,
             (Compression::None, false, false) => 2,

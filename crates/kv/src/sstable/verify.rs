@@ -6,7 +6,10 @@
 //! increasing across blocks and within their index separators, and the properties
 //! agreeing with what the data holds. A filter block is checked by its trailer's CRC
 //! (its own decoder is the filter policy's, used when the table opens); a range filter
-//! block by its trailer and its own decoder.
+//! block by its trailer and its own decoder. A partitioned table (format version 8) has
+//! its top level decoded, every index partition read and checked against it (the data
+//! blocks are then walked through their entries, as through a whole index), and every
+//! filter partition checked by its trailer.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -16,9 +19,10 @@ use bloomkv_filter::RangeFilterReader;
 use bytes::Bytes;
 
 use super::file::{read_footer, TableFile};
-use super::footer::{ALIGNED_FORMAT_VERSION, FOOTER_SIZE};
+use super::footer::{Footer, ALIGNED_FORMAT_VERSION, FOOTER_SIZE, PARTITIONED_FORMAT_VERSION};
 use super::format::padding_before;
 use super::index::IndexBlock;
+use super::partition::{Bounds, Partitions, TopLevel};
 use super::properties::{disagrees_with_footer, TableProperties};
 use super::BlockKind;
 use crate::error::Error;
@@ -161,19 +165,33 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
         }
     }
     let ix = footer.index;
-    let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
-        IndexBlock::decode(bytes, meta_start, footer.version >= 2)
-            .map_err(|m| file.corruption(BlockKind::Index, ix.offset, m))
-    });
-    let Ok(index) = index.map_err(|e| report(BlockKind::Index, ix.offset, reason(e))) else {
-        return problems;
+    let (index, data_end) = if footer.version >= PARTITIONED_FORMAT_VERSION {
+        let Some(props) = properties.as_ref() else {
+            return problems; // reported: the partitions cannot be placed without them
+        };
+        match check_partitions(file, &footer, props, meta_start) {
+            Ok(index) => (index, props.data_size),
+            Err((kind, offset, e)) => {
+                report(kind, offset, reason(e));
+                return problems;
+            }
+        }
+    } else {
+        let index = file.read_block(ix, BlockKind::Index).and_then(|bytes| {
+            IndexBlock::decode(bytes, meta_start, footer.version >= 2)
+                .map_err(|m| file.corruption(BlockKind::Index, ix.offset, m))
+        });
+        let Ok(index) = index.map_err(|e| report(BlockKind::Index, ix.offset, reason(e))) else {
+            return problems;
+        };
+        (index, meta_start)
     };
 
     let layout = Layout {
         multi_version: footer.version >= 2,
         padded: footer.version >= ALIGNED_FORMAT_VERSION,
     };
-    let mut tally = check_data_blocks(file, &index, meta_start, layout, &mut report);
+    let mut tally = check_data_blocks(file, &index, data_end, layout, &mut report);
     if let Some((start, end)) = range_dels.as_ref().and_then(|r| r.extent()) {
         // The table's range and newest number span its tombstones too.
         let last = crate::range_del::last_covered(end);
@@ -213,11 +231,13 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
             props.data_blocks.to_string(),
             index.len().to_string(),
         );
-        disagree(
-            "data_size",
-            props.data_size.to_string(),
-            meta_start.to_string(),
-        );
+        if footer.version < PARTITIONED_FORMAT_VERSION {
+            disagree(
+                "data_size",
+                props.data_size.to_string(),
+                meta_start.to_string(),
+            );
+        }
         let show = |k: Option<Bytes>| k.map_or("none".into(), |k| super::show_key(&k));
         disagree(
             "smallest key",
@@ -231,6 +251,55 @@ pub(crate) fn check_table_file(file: &TableFile) -> Vec<BlockProblem> {
         );
     }
     problems
+}
+
+/// A partitioned table's top level and partitions: the top level decoded against the
+/// properties, each filter partition's trailer checked, each index partition read and
+/// checked against the top level; the partitions' entries as one whole index. The
+/// first partition must start where the data blocks end (`data_size`).
+fn check_partitions(
+    file: &TableFile,
+    footer: &Footer,
+    props: &TableProperties,
+    meta_start: u64,
+) -> Result<IndexBlock, (BlockKind, u64, Error)> {
+    let ix = footer.index;
+    let bounds = Bounds {
+        data_end: props.data_size,
+        meta_start,
+        data_blocks: props.data_blocks,
+        partitions: props.partitions,
+        has_filter: footer.filter.is_some(),
+    };
+    let top = file
+        .read_block(ix, BlockKind::Index)
+        .and_then(|bytes| {
+            TopLevel::decode(bytes, &bounds)
+                .map_err(|m| file.corruption(BlockKind::Index, ix.offset, m))
+        })
+        .map_err(|e| (BlockKind::Index, ix.offset, e))?;
+    if let Some((first, _)) = top.handles(0) {
+        if first.offset != props.data_size {
+            let why = format!(
+                "the first partition starts at {} but the data blocks end at {}",
+                first.offset, props.data_size
+            );
+            return Err((
+                BlockKind::Index,
+                first.offset,
+                file.corruption(BlockKind::Index, first.offset, why.into()),
+            ));
+        }
+    }
+    for p in 0..top.len() {
+        if let Some((_, Some(h))) = top.handles(p) {
+            file.read_block(h, BlockKind::Filter)
+                .map_err(|e| (BlockKind::Filter, h.offset, e))?;
+        }
+    }
+    Partitions::new(top, None, None, props.data_size, props.data_blocks, None)
+        .whole_index(file)
+        .map_err(|e| (BlockKind::Index, ix.offset, e))
 }
 
 /// What the format version allows between and within data blocks.
