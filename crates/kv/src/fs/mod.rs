@@ -31,7 +31,19 @@ pub trait WritableFile: Send {
     fn append(&mut self, buf: &[u8]) -> io::Result<()>;
     /// Makes everything appended so far durable (`fdatasync`).
     fn sync(&mut self) -> io::Result<()>;
+    /// A handle that can sync this file from another thread while appends go on, for
+    /// a log that starts syncing its bytes in the background as they accumulate, so
+    /// that the sync which must wait (when the log is closed) finds little left to
+    /// write. `None`, the default: the file is synced only by [`sync`](Self::sync)
+    /// (a wrapper that counts or fails syncs must keep the default, or its syncs would
+    /// bypass it).
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
 }
+
+/// Syncs a file from another thread (see [`WritableFile::sync_handle`]).
+pub type SyncHandle = Arc<dyn Fn() -> io::Result<()> + Send + Sync>;
 
 /// A file opened for positioned reads: a table.
 pub trait RandomAccessFile: Send + Sync {
@@ -232,6 +244,16 @@ impl WritableFile for OsWritable {
 
     fn sync(&mut self) -> io::Result<()> {
         self.0.sync_data().map_err(at("fsync", &self.1))
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        // A second descriptor of the same open file: `fdatasync` on it writes back the
+        // file's pages whichever descriptor appended them.
+        let file = self.0.try_clone().ok()?;
+        let path = self.1.clone();
+        Some(Arc::new(move || {
+            file.sync_data().map_err(at("fsync", &path))
+        }))
     }
 }
 
