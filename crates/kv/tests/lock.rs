@@ -236,3 +236,52 @@ fn a_scan_dropped_after_close_deletes_its_retired_tables_before_unlocking() {
     }
     assert!(!dir.path().join("lost").exists(), "tables were moved aside");
 }
+
+/// A child process being started holds a copy of every file its parent has open for
+/// the moment between its fork and its exec, and an `flock` belongs to the open file,
+/// which the copy shares: a store closed at that moment stays locked until the child
+/// execs. A program that starts processes (this test binary does, in other tests)
+/// and closes and reopens a store must not be refused its own store for it.
+#[test]
+fn a_reopen_is_not_refused_while_child_processes_start() {
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawner = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let exe = std::env::current_exe().unwrap();
+            let mut started = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let status = Command::new(&exe)
+                    .arg("--list")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .unwrap();
+                assert!(status.success());
+                started += 1;
+            }
+            started
+        })
+    };
+    for round in 0..300 {
+        let db = Db::open(dir.path(), opts())
+            .unwrap_or_else(|e| panic!("reopen {round} while processes start: {e}"));
+        db.put(format!("k{round:04}"), "v").unwrap();
+        db.close().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let started = spawner.join().unwrap();
+    assert!(started > 0, "no process was started during the reopens");
+    let db = Db::open(dir.path(), opts()).unwrap();
+    for round in 0..300 {
+        assert!(
+            db.get(format!("k{round:04}")).unwrap().is_some(),
+            "k{round:04}"
+        );
+    }
+}

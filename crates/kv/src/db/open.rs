@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::filename;
@@ -291,14 +291,33 @@ fn lock_dir(dir: &Path, options: &Options) -> Result<FileLock> {
         // that holds no store.
         return Err(no_store(dir));
     }
-    match fs.lock(&filename::lock_path(dir)) {
-        Ok(l) => Ok(l),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            Err(Error::Locked(dir.to_path_buf()))
+    let path = filename::lock_path(dir);
+    let started = Instant::now();
+    loop {
+        match fs.lock(&path) {
+            Ok(l) => return Ok(l),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if started.elapsed() >= LOCK_WAIT {
+                    return Err(Error::Locked(dir.to_path_buf()));
+                }
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(e) => Err(e.into()),
     }
 }
+
+/// How long an open waits for a lock that is held before it says `Locked`.
+///
+/// A child process holds a copy of every file its parent had open from its fork until
+/// its exec, and an `flock` belongs to the open file the copy shares: while any thread
+/// of this process is starting a process, a store it closed an instant before still
+/// looks locked, for as long as the child takes to exec. An open waits that moment
+/// out; a lock another holder keeps is reported this much later.
+const LOCK_WAIT: Duration = Duration::from_millis(200);
+
+/// The pause between two tries within [`LOCK_WAIT`].
+const LOCK_RETRY: Duration = Duration::from_millis(2);
 
 /// The manifest (a new, empty state for a store being created), the directory's file
 /// names after tidying, and where the tables no manifest names were moved.
