@@ -77,7 +77,11 @@ use crate::write_batch::OpKind;
 /// version record (the key and value handles, sequence number, kind and links).
 pub const ENTRY_OVERHEAD: usize = 64;
 
-/// How many entries an [`OwnedRange`] copies out of the skip list per refill.
+/// How many entries an [`OwnedRange`] copies out of the skip list at its first refill;
+/// each refill after copies twice as many as the one before, up to [`RANGE_BATCH`].
+const RANGE_BATCH_FIRST: usize = 8;
+
+/// The most entries an [`OwnedRange`] copies out of the skip list per refill.
 const RANGE_BATCH: usize = 128;
 
 /// The longest key kept inside its skip-list node (a `MemKey` is then no larger
@@ -534,8 +538,10 @@ impl Memtable {
     /// Like [`Memtable::range`], but the iterator owns its memtable handle and bounds,
     /// so it can outlive the caller's borrows (a store's `scan` returns one).
     ///
-    /// It copies up to 128 entries at a time out of the skip list and resumes after the
-    /// last key it yielded, so it holds no borrow of the list between refills. Keys are
+    /// It copies entries out of the skip list in batches and resumes after the last key
+    /// it copied, so it holds no borrow of the list between refills. The first batch is
+    /// 8 entries and each one after is twice the one before, up to 128: a short scan
+    /// copies about what it reads, and a long one re-seeks once per 128 keys. Keys are
     /// never unlinked and versions are read as of `read_seq`, so a scan that crosses
     /// refills still sees one point in time.
     pub fn owned_range(
@@ -550,6 +556,7 @@ impl Memtable {
             end,
             read_seq,
             buffer: VecDeque::new(),
+            batch: RANGE_BATCH_FIRST,
             exhausted: false,
             reverse: false,
         }
@@ -586,6 +593,8 @@ pub struct OwnedRange {
     end: Bound<Bytes>,
     read_seq: SeqNo,
     buffer: VecDeque<Entry>,
+    /// Skip-list keys the next refill copies.
+    batch: usize,
     exhausted: bool,
     /// Walks from the end down (`next_start` stays, `end` moves).
     reverse: bool,
@@ -600,10 +609,12 @@ impl OwnedRange {
         let mut seen = 0;
         let mut last_key = None;
         let range = self.table.map.range::<[u8], _>((start, end));
+        let size = self.batch;
+        self.batch = (size * 2).min(RANGE_BATCH);
         let batch: Box<dyn Iterator<Item = _>> = if self.reverse {
-            Box::new(range.rev().take(RANGE_BATCH))
+            Box::new(range.rev().take(size))
         } else {
-            Box::new(range.take(RANGE_BATCH))
+            Box::new(range.take(size))
         };
         for e in batch {
             seen += 1;
@@ -613,10 +624,10 @@ impl OwnedRange {
             }
         }
         match last_key {
-            Some(last) if seen == RANGE_BATCH && self.reverse => {
+            Some(last) if seen == size && self.reverse => {
                 self.end = Bound::Excluded(last.to_bytes());
             }
-            Some(last) if seen == RANGE_BATCH => {
+            Some(last) if seen == size => {
                 self.next_start = Bound::Excluded(last.to_bytes());
             }
             _ => self.exhausted = true,
@@ -908,17 +919,47 @@ mod tests {
         let keys: Vec<Bytes> = iter.map(|e| e.key).collect();
         let expected: Vec<Bytes> = (0..(RANGE_BATCH as u32 * 3 + 7)).map(key).collect();
         assert_eq!(keys, expected);
-        // Exactly one batch worth of keys: the refill after it finds nothing.
-        let exact = Arc::new(Memtable::new());
-        for i in 0..RANGE_BATCH as u32 {
-            exact.apply(1, ValueKind::Put, key(i), Bytes::new());
+        // Exactly a whole number of batches (8, 8 + 16, ... and past the cap): the
+        // refill after the last finds nothing, walking either way.
+        for n in [8u32, 24, 56, 120, 248, 376] {
+            let exact = Arc::new(Memtable::new());
+            for i in 0..n {
+                exact.apply(1, ValueKind::Put, key(i), Bytes::new());
+            }
+            let all = |rev: bool| -> Vec<Bytes> {
+                let range = if rev {
+                    exact.owned_range_rev(Bound::Unbounded, Bound::Unbounded, READ_LATEST)
+                } else {
+                    exact.owned_range(Bound::Unbounded, Bound::Unbounded, READ_LATEST)
+                };
+                range.map(|e| e.key).collect()
+            };
+            let forward: Vec<Bytes> = (0..n).map(key).collect();
+            assert_eq!(all(false), forward, "{n} keys forward");
+            let backward: Vec<Bytes> = (0..n).rev().map(key).collect();
+            assert_eq!(all(true), backward, "{n} keys backward");
         }
-        assert_eq!(
-            exact
-                .owned_range(Bound::Unbounded, Bound::Unbounded, READ_LATEST)
-                .count(),
-            RANGE_BATCH
-        );
+    }
+
+    #[test]
+    fn a_short_walk_copies_a_short_batch() {
+        let table = Arc::new(Memtable::new());
+        for i in 0..2_000 {
+            table.apply(u64::from(i), ValueKind::Put, key(i), Bytes::new());
+        }
+        let mut range = table.owned_range(Bound::Included(key(500)), Bound::Unbounded, READ_LATEST);
+        assert_eq!(range.next().map(|e| e.key), Some(key(500)));
+        // The first refill copied the first batch; the next ones grow to the cap.
+        assert_eq!(range.buffer.len(), RANGE_BATCH_FIRST - 1);
+        let mut copied = vec![RANGE_BATCH_FIRST];
+        while copied.len() < 7 {
+            while !range.buffer.is_empty() {
+                range.next();
+            }
+            range.next();
+            copied.push(range.buffer.len() + 1);
+        }
+        assert_eq!(copied, [8, 16, 32, 64, 128, 128, 128]);
     }
 
     #[test]

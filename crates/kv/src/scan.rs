@@ -52,7 +52,11 @@ pub(crate) type StoreHold = Arc<dyn std::any::Any + Send + Sync>;
 /// and `next`/`next_back` may be mixed. Errors come as items and end the iteration.
 pub struct ScanIter {
     mems: Vec<Arc<Memtable>>,
-    tables: Vec<Table>,
+    /// The tables, in runs: an L0 table alone, a deeper level's tables together in
+    /// key order (their ranges are disjoint). A run is one source of the merge, which
+    /// opens its next table only when it has walked past the one before: a short scan
+    /// reads one table per level, not every table to the right of its start.
+    runs: Vec<Vec<Table>>,
     read_seq: SeqNo,
     start: Bound<Bytes>,
     end: Bound<Bytes>,
@@ -81,7 +85,7 @@ impl std::fmt::Debug for ScanIter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ScanIter")
             .field("read_seq", &self.read_seq)
-            .field("tables", &self.tables.len())
+            .field("tables", &self.runs.iter().map(Vec::len).sum::<usize>())
             .field("done", &self.done)
             .finish_non_exhaustive()
     }
@@ -92,7 +96,7 @@ impl ScanIter {
     pub(crate) fn new(
         store: StoreHold,
         mems: Vec<Arc<Memtable>>,
-        tables: Vec<Table>,
+        runs: Vec<Vec<Table>>,
         read_seq: SeqNo,
         start: Bound<Bytes>,
         end: Bound<Bytes>,
@@ -100,7 +104,7 @@ impl ScanIter {
         ScanIter {
             _store: store,
             mems,
-            tables,
+            runs,
             read_seq,
             start,
             end,
@@ -139,7 +143,7 @@ impl ScanIter {
             (Direction::Forward, Some(k)) => Bound::Excluded(k.clone()),
             _ => self.end.clone(),
         };
-        let mut sources: Vec<Source> = Vec::with_capacity(self.mems.len() + self.tables.len());
+        let mut sources: Vec<Source> = Vec::with_capacity(self.mems.len() + self.runs.len());
         for mem in &self.mems {
             let range = match direction {
                 Direction::Forward => mem.owned_range(start.clone(), end.clone(), self.read_seq),
@@ -149,14 +153,19 @@ impl ScanIter {
             };
             sources.push(Box::new(range.map(Ok)));
         }
-        let as_ref = |b: &Bound<Bytes>| -> Bound<Vec<u8>> { b.as_ref().map(|k| k.to_vec()) };
-        let (s, e) = (as_ref(&start), as_ref(&end));
-        for table in &self.tables {
-            let s = s.as_ref().map(|k| &k[..]);
-            let e = e.as_ref().map(|k| &k[..]);
-            sources.push(match direction {
-                Direction::Forward => Box::new(table.iter_from(s)),
-                Direction::Backward => Box::new(table.iter_rev(s, e)),
+        for run in &self.runs {
+            let (s, e) = (start.clone(), end.clone());
+            let walk = move |table: Table| -> Source {
+                let (s, e) = (slice(&s), slice(&e));
+                match direction {
+                    Direction::Forward => Box::new(table.iter_from(s)),
+                    Direction::Backward => Box::new(table.iter_rev(s, e)),
+                }
+            };
+            sources.push(match (run.as_slice(), direction) {
+                ([table], _) => walk(table.clone()),
+                (_, Direction::Forward) => Box::new(run.clone().into_iter().flat_map(walk)),
+                (_, Direction::Backward) => Box::new(run.clone().into_iter().rev().flat_map(walk)),
             });
         }
         MergeIter::with_direction(sources, direction)
@@ -250,6 +259,11 @@ impl DoubleEndedIterator for ScanIter {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.step(Direction::Backward)
     }
+}
+
+/// An owned bound as a borrowed one.
+fn slice(b: &Bound<Bytes>) -> Bound<&[u8]> {
+    b.as_ref().map(|k| &k[..])
 }
 
 /// A range's bounds as owned keys.

@@ -1,6 +1,6 @@
 //! The block cache: hits serve the bytes a read would, damaged blocks never enter it,
-//! it stays within its budget, scans do not fill it, and compaction's deleted tables
-//! are never served from it.
+//! it stays within its budget, scans keep only the block their start seeks into, and
+//! compaction's deleted tables are never served from it.
 
 use bloomkv_kv::{Db, DbStats, Error, Options};
 
@@ -156,6 +156,44 @@ fn scans_read_through_the_cache_without_filling_it() {
     assert_eq!(db.scan::<&str, _>(..).count() as u64, n);
     let (hits, _, _) = delta(&db.stats(), &s0);
     assert_eq!(hits, 1);
+}
+
+#[test]
+fn a_scan_keeps_the_block_its_start_seeks_into_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3_000;
+    {
+        let db = Db::open(dir.path(), options(0)).unwrap();
+        fill(&db, n, 1);
+    }
+    let db = Db::open(dir.path(), options(4 << 20)).unwrap();
+    // A scan from the middle walks many blocks; only the first is kept.
+    let s0 = db.stats();
+    let walked = db.scan(key(1_500)..).count() as u64;
+    assert_eq!(walked, n - 1_500);
+    let (hits, misses, _) = delta(&db.stats(), &s0);
+    assert_eq!(hits, 0);
+    assert!(misses > 1, "{misses} misses");
+    let kept = db.stats().block_cache_bytes;
+    assert!(kept > 0, "the seek block was not kept");
+    // Another short scan from the same key finds it in the cache.
+    let s1 = db.stats();
+    let first: Vec<_> = db
+        .scan(key(1_500)..)
+        .take(1)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(first[0].0, key(1_500).as_bytes());
+    assert_eq!(
+        delta(&db.stats(), &s1).0,
+        1,
+        "the seek block was not found again"
+    );
+    // Exactly one block was kept: a get of a key in another block reads it.
+    assert_eq!(db.stats().block_cache_bytes, kept);
+    let s2 = db.stats();
+    db.get(key(2_999)).unwrap();
+    assert_eq!(delta(&db.stats(), &s2).2, 1);
 }
 
 #[test]

@@ -215,14 +215,18 @@ impl Inner {
             .collect();
         // A table opened for the first time here may fail to open: the scan then
         // yields that error as its first item.
-        let mut tables = Vec::new();
+        // In runs: each L0 table alone, each deeper level's tables together (disjoint,
+        // in key order), so the scan opens a level's next table only once it has
+        // walked past the one before.
+        let mut runs: Vec<Vec<Table>> = Vec::new();
+        let mut run_level = None;
         let mut failed = None;
         let mut range_dels: Vec<Arc<Fragments>> = std::iter::once(&view.mem)
             .chain(view.imm.iter().map(|(m, _)| m))
             .filter_map(|m| m.range_dels())
             .collect();
         let mut table_dels: Vec<Table> = Vec::new();
-        for (_, h) in view.version.tables() {
+        for (level, h) in view.version.tables() {
             if !range_overlaps(&start, &end, h.smallest(), h.largest()) {
                 continue;
             }
@@ -241,7 +245,11 @@ impl Inner {
                 None => true,
             };
             if maybe && table.may_contain_range(as_slice(&start), as_slice(&end)) {
-                tables.push(table.clone());
+                match runs.last_mut() {
+                    Some(run) if level > 0 && run_level == Some(level) => run.push(table.clone()),
+                    _ => runs.push(vec![table.clone()]),
+                }
+                run_level = Some(level);
             }
         }
         let range_dels = if range_dels.is_empty() && table_dels.is_empty() {
@@ -255,7 +263,7 @@ impl Inner {
                 .chain(table_dels.iter().filter_map(|t| t.range_dels()));
             Some(Fragments::merge(sets))
         };
-        ScanIter::new(self.clone(), mems, tables, read_seq, start, end)
+        ScanIter::new(self.clone(), mems, runs, read_seq, start, end)
             .with_range_dels(range_dels)
             .failing(failed)
     }

@@ -206,7 +206,8 @@ impl TableFile {
 
     /// The data block at `handle` for a scan or a compaction: from the block cache if
     /// it holds it, otherwise read from the file and not kept, so that one pass over
-    /// a table does not push the hot blocks out.
+    /// a table does not push the hot blocks out. (The block a scan's start key seeks
+    /// into is read with [`read_data_block`](Self::read_data_block).)
     pub fn scan_data_block(&self, handle: BlockHandle) -> Result<Block> {
         self.cached_data_block(handle, false)
     }

@@ -94,9 +94,19 @@ impl TableIter {
         };
         self.next_block += 1;
         let file = &self.table.file;
-        let result = file.scan_data_block(handle).and_then(|block| {
+        // The block a bounded start seeks into is read as a point lookup reads one:
+        // through the block cache, and kept there, so short scans from hot keys find
+        // it again. The blocks after it, and every block of a walk from a table's first
+        // key (compaction, full scans), are not kept: one pass over a table does not
+        // push the hot blocks out.
+        let seek = self.start.take();
+        let block = match seek {
+            Some(_) => file.read_data_block(handle),
+            None => file.scan_data_block(handle),
+        };
+        let result = block.and_then(|block| {
             let mut it = block.into_iter();
-            if let Some((key, inclusive)) = self.start.take() {
+            if let Some((key, inclusive)) = seek {
                 it.seek(&key, inclusive)
                     .map_err(|m| file.corruption(BlockKind::Data, handle.offset, m))?;
             }
