@@ -1,11 +1,12 @@
 //! Flags a shape does not use are errors, not silence.
 //!
-//! `bloomkv bench` runs one of two shapes, and each reads only some of the flags: the
-//! leveled shape builds its own tables (no `--tables`, `--filters`, `--compression`,
-//! `--block-align`) and runs no scans; the flat shape has no filter allocations; the
-//! range filter's settings mean nothing without range scans. A flag set away from its
-//! default where the run would not read it is refused, naming the flag, so a result
-//! file never looks like it measured something it did not.
+//! `bloomkv bench` runs one of three shapes, and each reads only some of the flags: the
+//! leveled and scale shapes build their own tables (no `--tables`, `--filters`,
+//! `--compression`, `--block-align`) and run no scans; only the leveled shape has
+//! filter allocations; the scale shape makes its own cold open (no `--cold`) and
+//! learns nothing; the range filter's settings mean nothing without range scans. A
+//! flag set away from its default where the run would not read it is refused, naming
+//! the flag, so a result file never looks like it measured something it did not.
 
 use super::{BenchArgs, BenchError};
 
@@ -19,17 +20,31 @@ const DEFAULT_RANGE_MAX_LEN: u64 = 64;
 
 /// The first flag `args` sets that its shape would ignore, as an error.
 pub(crate) fn shape_uses_every_flag(args: &BenchArgs) -> Result<(), BenchError> {
-    let leveled = args.shape == "leveled";
+    let shape = args.shape.as_str();
+    // The flat shape's table-building flags mean nothing where compaction builds the
+    // tables; the leveled shape's allocation flags nothing outside it; the scale shape
+    // runs the store's defaults, with its own cold open.
+    let builds_own_tables = shape != "flat";
+    let (leveled, scale) = (shape == "leveled", shape == "scale");
     let ignored: &[(bool, &str)] = &[
-        (leveled && args.filters != DEFAULT_FILTERS, "--filters"),
-        (leveled && args.tables != DEFAULT_TABLES, "--tables"),
-        (leveled && args.compression != "none", "--compression"),
-        (leveled && !args.block_align, "--block-align"),
         (
-            leveled && args.prefix_scans != DEFAULT_PREFIX_SCANS,
+            builds_own_tables && args.filters != DEFAULT_FILTERS,
+            "--filters",
+        ),
+        (
+            builds_own_tables && args.tables != DEFAULT_TABLES,
+            "--tables",
+        ),
+        (
+            builds_own_tables && args.compression != "none",
+            "--compression",
+        ),
+        (builds_own_tables && !args.block_align, "--block-align"),
+        (
+            builds_own_tables && args.prefix_scans != DEFAULT_PREFIX_SCANS,
             "--prefix-scans",
         ),
-        (leveled && args.range_scans != 0, "--range-scans"),
+        (builds_own_tables && args.range_scans != 0, "--range-scans"),
         (
             !leveled && args.allocation != DEFAULT_ALLOCATION,
             "--allocation",
@@ -39,9 +54,14 @@ pub(crate) fn shape_uses_every_flag(args: &BenchArgs) -> Result<(), BenchError> 
             "--filter-budget-bytes",
         ),
         (!leveled && args.grow_after_warmup, "--grow-after-warmup"),
+        (scale && args.cold, "--cold"),
+        (
+            scale && args.learned_bits_per_key != 0.0,
+            "--learned-bits-per-key",
+        ),
+        (scale && args.sweep, "--sweep"),
     ];
     if let Some((_, flag)) = ignored.iter().find(|(set, _)| *set) {
-        let shape = if leveled { "leveled" } else { "flat" };
         return Err(format!("{flag} is not used by the {shape} shape").into());
     }
     let range_set = args.range_bits_per_key != DEFAULT_RANGE_BITS

@@ -231,7 +231,7 @@ pub const TARGET_FILE_BYTES: u64 = 64 << 10;
 /// default 1,000, and reopening a file on every present get would be what the ns
 /// column measures. Up to 4,096, but never within 256 of the process's limit on open
 /// files (read from `/proc/self/limits`; the default where that cannot be read).
-fn open_files_budget() -> usize {
+pub(crate) fn open_files_budget() -> usize {
     let limit = std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|text| {

@@ -34,6 +34,7 @@ mod provenance;
 mod range;
 mod report;
 mod run;
+mod scale;
 mod store;
 pub mod zipf;
 
@@ -64,7 +65,11 @@ pub use run::{
     check_lookups, os_read_disagreements, print_disk_bytes, run, run_stores, Bar, BenchArgs,
     MAX_COUNT, MAX_VALUE_SIZE,
 };
-pub use store::{BloomkvStore, FilterSetting};
+pub use scale::{
+    drop_dir_from_page_cache, print_scale, run_scale, run_scale_with, scale_options, GetFigures,
+    ScaleRow, COLD_GETS, LOAD_BATCH, RSS_HEADROOM,
+};
+pub use store::{levels_of, BloomkvStore, FilterSetting};
 
 /// Errors the benchmark passes through from the store under test.
 pub type BenchError = Box<dyn StdError + Send + Sync>;

@@ -29,6 +29,8 @@ pub struct OsIo {
     pub rchar: u64,
     /// Bytes fetched from the device.
     pub read_bytes: u64,
+    /// Bytes passed to write syscalls (the page cache's writes included).
+    pub wchar: u64,
     /// Reads completed by the machine's disks (machine-wide), where the OS says.
     pub device_reads: Option<u64>,
 }
@@ -46,6 +48,7 @@ impl OsIo {
             syscr: field("syscr")?,
             rchar: field("rchar")?,
             read_bytes: field("read_bytes")?,
+            wchar: field("wchar")?,
             device_reads: std::fs::read_to_string("/proc/diskstats")
                 .ok()
                 .and_then(|t| disk_reads(&t)),

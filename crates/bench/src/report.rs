@@ -221,6 +221,9 @@ pub struct Report {
     /// The leveled shape's runs, one per allocation (with `--shape leveled`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub leveled: Vec<super::LeveledRow>,
+    /// The scale shape's two stores, default and budgeted (with `--shape scale`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scale: Vec<super::ScaleRow>,
     /// Prefix-scan phases (empty with `--prefix-scans 0`).
     pub prefix_rows: Vec<super::PrefixRow>,
     /// Gets with a snapshot held and full scans both ways (with the prefix phases).

@@ -11,11 +11,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::{
     compare_to_baseline, key, load, lookup_keys, print_leveled, print_prefix_table,
-    print_range_table, print_table, render_leveled_svg, render_range_svg, render_savings_svg,
-    render_sweep_svg, run_leveled, run_phase, run_prefix_phases, run_range_phases, run_store,
-    run_store_batched, time_range_filter, Allocation, BenchError, BenchStore, BloomkvStore,
-    FilterSetting, LeveledSettings, Phase, Progress, Report, SweepPoint, WorkDir, Workload,
-    MAX_BATCH,
+    print_range_table, print_scale, print_table, render_leveled_svg, render_range_svg,
+    render_savings_svg, render_sweep_svg, run_leveled, run_phase, run_prefix_phases,
+    run_range_phases, run_scale, run_store, run_store_batched, time_range_filter, Allocation,
+    BenchError, BenchStore, BloomkvStore, FilterSetting, LeveledSettings, Phase, Progress, Report,
+    SweepPoint, WorkDir, Workload, MAX_BATCH,
 };
 use crate::prefix::GROUP as PREFIX_GROUP;
 use crate::report::Machine;
@@ -66,7 +66,11 @@ pub struct BenchArgs {
     /// a tree built by the store's own compaction, measured under each
     /// `--allocation` (`bloomkv bench`: levels sized from the bottom up, ×10 apart,
     /// 64 KiB tables, per level; bloomkv-peers: every store with 2 MiB memtables and
-    /// 1 MiB tables).
+    /// 1 MiB tables); `scale` (`bloomkv bench` only): the store's default sizes,
+    /// loaded in random order with compaction on, then load, amplification, warm and
+    /// cold opens, the first gets after a cold open, warm gets and memory, with and
+    /// without a metadata budget (a quarter of the metadata, or
+    /// `--metadata-budget-bytes`).
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
@@ -210,8 +214,12 @@ impl BenchArgs {
             )
             .into());
         }
-        if !matches!(self.shape.as_str(), "flat" | "leveled") {
-            return Err(format!("--shape must be flat or leveled, got {:?}", self.shape).into());
+        if !matches!(self.shape.as_str(), "flat" | "leveled" | "scale") {
+            return Err(format!(
+                "--shape must be flat, leveled or scale, got {:?}",
+                self.shape
+            )
+            .into());
         }
         Allocation::parse_list(&self.allocation)?;
         FilterSetting::parse_list(&self.filters)?;
@@ -259,7 +267,7 @@ impl BenchArgs {
             .into());
         }
         // The leveled shape's tables are compaction's, not `--tables`.
-        if self.shape != "leveled" && u64::from(self.tables) > self.keys {
+        if self.shape == "flat" && u64::from(self.tables) > self.keys {
             return Err("--tables cannot exceed --keys".into());
         }
         if self.range_scans > 0 && self.shape != "leveled" && self.keys < 3 {
@@ -287,7 +295,7 @@ impl BenchArgs {
             )
             .into());
         }
-        if self.multi_get > MAX_BATCH || (self.multi_get > 0 && self.shape == "leveled") {
+        if self.multi_get > MAX_BATCH || (self.multi_get > 0 && self.shape != "flat") {
             return Err(format!(
                 "--multi-get takes a batch of at most {MAX_BATCH} keys, on the flat shape"
             )
@@ -399,12 +407,34 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         keep_going: args.json.is_some(),
         closed: false,
     };
-    writeln!(out, "bloomkv disk-I/O savings: {w}")?;
+    if args.shape == "scale" {
+        writeln!(
+            out,
+            "bloomkv at scale: {} keys ({}-byte keys, {}-byte values) in random order, the \
+             store's default sizes, compaction on; {} bits/key, {} MiB block cache; {} absent \
+             + {} present lookups on {} thread(s)",
+            w.keys,
+            crate::KEY_LEN,
+            w.value_size,
+            w.bits_per_key,
+            w.cache_mib,
+            w.lookups,
+            w.lookups,
+            w.threads
+        )?;
+    } else {
+        writeln!(out, "bloomkv disk-I/O savings: {w}")?;
+    }
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut leveled = Vec::new();
+    let mut scale = Vec::new();
     let (mut prefix_rows, mut version_times) = (Vec::new(), None);
-    if args.shape == "leveled" {
+    if args.shape == "scale" {
+        scale = run_scale(&w, args.metadata_budget_bytes, &work, &bar)?;
+        bar.0.finish_and_clear();
+        write!(out, "{}", print_scale(&scale))?;
+    } else if args.shape == "leveled" {
         let allocations = Allocation::parse_list(&args.allocation)?;
         let settings = LeveledSettings {
             filter_budget_bytes: args.filter_budget_bytes,
@@ -527,6 +557,7 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         bits_sweep,
         probe_sweep,
         leveled,
+        scale,
         prefix_rows,
         version_times,
     };

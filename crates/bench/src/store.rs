@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use bloomkv_kv::{Compression, Db, FilterKind, Options};
+use bloomkv_kv::{Compression, Db, FilterKind, Options, TableInfo};
 
 use super::{BenchError, BenchStore, FilterShape, LearnedFigures, StoreCounters, KEY_LEN};
 
@@ -176,15 +176,7 @@ impl BloomkvStore {
 
     /// Tables per level, deepest last, empty levels left out.
     pub fn levels(&self) -> Vec<(usize, usize)> {
-        let mut levels: Vec<(usize, usize)> = Vec::new();
-        for t in self.db.as_ref().map(Db::table_infos).unwrap_or_default() {
-            match levels.iter_mut().find(|(l, _)| *l == t.level) {
-                Some((_, n)) => *n += 1,
-                None => levels.push((t.level, 1)),
-            }
-        }
-        levels.sort_unstable();
-        levels
+        levels_of(&self.db.as_ref().map(Db::table_infos).unwrap_or_default())
     }
 
     /// The open store (`None` only after a failed reopen).
@@ -301,4 +293,17 @@ impl BenchStore for BloomkvStore {
         let db = self.db.as_ref()?;
         Some(db.table_infos().iter().map(|t| t.file_size).sum())
     }
+}
+
+/// Tables per level as `[level, tables]`, deepest last, empty levels left out.
+pub fn levels_of(infos: &[TableInfo]) -> Vec<(usize, usize)> {
+    let mut levels: Vec<(usize, usize)> = Vec::new();
+    for t in infos {
+        match levels.iter_mut().find(|(l, _)| *l == t.level) {
+            Some((_, n)) => *n += 1,
+            None => levels.push((t.level, 1)),
+        }
+    }
+    levels.sort_unstable();
+    levels
 }

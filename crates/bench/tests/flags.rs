@@ -25,6 +25,17 @@ fn flags_a_shape_ignores_are_errors() {
     );
     assert_eq!(check(&["--filters", "ribbon", "--tables", "4"]), Ok(()));
     assert_eq!(
+        check(&[
+            "--shape",
+            "scale",
+            "--keys",
+            "100000000",
+            "--metadata-budget-bytes",
+            "1048576"
+        ]),
+        Ok(())
+    );
+    assert_eq!(
         check(&["--range-scans", "10", "--range-max-len", "16"]),
         Ok(())
     );
@@ -52,6 +63,15 @@ fn flags_a_shape_ignores_are_errors() {
         ),
         (&["--allocation", "monkey"], "--allocation"),
         (&["--range-max-len", "16"], "--range-max-len"),
+        (&["--shape", "scale", "--tables", "4"], "--tables"),
+        (&["--shape", "scale", "--filters", "ribbon"], "--filters"),
+        (
+            &["--shape", "scale", "--allocation", "monkey"],
+            "--allocation",
+        ),
+        (&["--shape", "scale", "--cold"], "--cold"),
+        (&["--shape", "scale", "--multi-get", "8"], "--multi-get"),
+        (&["--shape", "sideways"], "--shape"),
     ] {
         let err = check(args).expect_err(&format!("{args:?} passed"));
         assert!(err.contains(flag), "{args:?}: {err}");

@@ -39,7 +39,7 @@ use fjall::config::{
 };
 use fjall::{AbstractTree, CompressionType, Database, Keyspace, KeyspaceCreateOptions};
 
-use crate::{page_cache, CacheSize, Layout};
+use crate::{CacheSize, Layout};
 
 /// The one keyspace the workload writes to.
 const KEYSPACE: &str = "bench";
@@ -369,7 +369,7 @@ impl BenchStore for FjallStore {
     }
 
     fn drop_caches(&self) {
-        page_cache::drop_dir(&self.dir);
+        bloomkv_bench::drop_dir_from_page_cache(&self.dir);
     }
 
     /// The files of every keyspace's `tables` directory: the workload's keyspace and

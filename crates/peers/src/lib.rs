@@ -26,7 +26,6 @@ pub mod fjall_store;
 mod labeled;
 pub mod lz4_writers;
 pub mod multi;
-mod page_cache;
 pub mod plan;
 pub mod ratios;
 pub mod report;

@@ -138,6 +138,13 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
         "is bloomkv bench's: bloomkv-peers gives every row its own cache (each store's \
          default, and rows at 8, 32 and 512 MiB)",
     )?;
+    if cli.bench.shape == "scale" {
+        return Err(
+            "--shape scale is bloomkv bench's alone: bloomkv-peers runs the flat and \
+             leveled shapes (and --fill-only at any --keys, for load times)"
+                .into(),
+        );
+    }
     if cli.bench.shape == "leveled" {
         refuse(
             &[

@@ -40,7 +40,7 @@ use rocksdb::{
     DEFAULT_COLUMN_FAMILY_NAME,
 };
 
-use crate::{page_cache, CacheSize, Layout};
+use crate::{CacheSize, Layout};
 
 /// Far above any `--tables`: no L0 file count ever triggers a compaction or a stall.
 const L0_TRIGGER: i32 = 1 << 20;
@@ -343,7 +343,7 @@ impl BenchStore for RocksDbStore {
     }
 
     fn drop_caches(&self) {
-        page_cache::drop_dir(&self.dir);
+        bloomkv_bench::drop_dir_from_page_cache(&self.dir);
     }
 
     /// The live table files' sizes, as RocksDB reports them.
