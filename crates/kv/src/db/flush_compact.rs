@@ -46,6 +46,13 @@ impl Inner {
     }
     /// Writes the oldest frozen memtable as an L0 table. `false` when none waits.
     pub(super) fn flush_oldest(&self, maint: &mut Maint) -> Result<bool> {
+        let flushed = self.write_oldest(maint);
+        // The view that held the memtable is freed here, not by a get.
+        self.drop_retired();
+        flushed
+    }
+
+    fn write_oldest(&self, maint: &mut Maint) -> Result<bool> {
         let view = self.current();
         let Some((mem, _)) = view.imm.first().cloned() else {
             return Ok(false);
@@ -470,6 +477,18 @@ impl Inner {
 
     /// Merges `inputs` into tables on `output_level`, splitting at the target size.
     pub(super) fn compact(
+        &self,
+        maint: &mut Maint,
+        inputs: Vec<Arc<TableHandle>>,
+        output_level: usize,
+    ) -> Result<()> {
+        let merged = self.merge_tables(maint, inputs, output_level);
+        // The view that held the replaced tables is freed here, not by a get.
+        self.drop_retired();
+        merged
+    }
+
+    fn merge_tables(
         &self,
         maint: &mut Maint,
         inputs: Vec<Arc<TableHandle>>,
