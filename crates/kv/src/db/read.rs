@@ -213,13 +213,13 @@ impl Inner {
             .chain(view.imm.iter().map(|(m, _)| m))
             .cloned()
             .collect();
-        // A table opened for the first time here may fail to open: the scan then
-        // yields that error as its first item.
-        // In runs: each L0 table alone, each deeper level's tables together (disjoint,
-        // in key order), so the scan opens a level's next table only once it has
-        // walked past the one before.
+        // The tables in runs: each L0 table alone, each deeper level's tables together
+        // (disjoint, in key order), so the scan opens a level's next table only once
+        // it has walked past the one before.
         let mut runs: Vec<Vec<Table>> = Vec::new();
         let mut run_level = None;
+        // A table opened for the first time here may fail to open: the scan then
+        // yields that error as its first item.
         let mut failed = None;
         let mut range_dels: Vec<Arc<Fragments>> = std::iter::once(&view.mem)
             .chain(view.imm.iter().map(|(m, _)| m))
