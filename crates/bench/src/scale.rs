@@ -218,12 +218,12 @@ fn run_one(
     let per_logical = |bytes: u64| bytes as f64 / logical_bytes.max(1) as f64;
 
     // A warm open, and gets with the tables in the page cache as the load left them.
-    let present = lookup_keys(w, Phase::Present);
-    let absent = lookup_keys(w, Phase::Absent);
+    let present_keys = lookup_keys(w, Phase::Present);
+    let absent_keys = lookup_keys(w, Phase::Absent);
     let (db, open_warm_ms) = timed_open(&dir, &options)?;
     let rss_at_open = rss_bytes();
-    let absent = measure_gets(&db, &absent, w.threads, false)?;
-    let present = measure_gets(&db, &present, w.threads, true)?;
+    let absent = measure_gets(&db, &absent_keys, w.threads, false)?;
+    let present = measure_gets(&db, &present_keys, w.threads, true)?;
     let metadata_bytes = db.stats().metadata_bytes;
     let rss_bytes = rss_bytes();
     db.open_tables()?;
@@ -234,8 +234,8 @@ fn run_one(
     drop_dir_from_page_cache(&dir);
     let (db, open_cold_ms) = timed_open(&dir, &options)?;
     let open_cold_micros = db.stats().open_micros;
-    let first = &lookup_keys(w, Phase::Present)[..];
-    let cold = measure_gets(&db, &first[..first.len().min(COLD_GETS)], w.threads, true)?;
+    let first = &present_keys[..present_keys.len().min(COLD_GETS)];
+    let cold = measure_gets(&db, first, w.threads, true)?;
     db.close()?;
 
     let metadata = options
