@@ -54,6 +54,19 @@ enum Format {
 enum Command {
     /// Measure the disk reads bits_per_key filters save (the main job).
     Bench(Box<BenchArgs>),
+    /// The scale shape's fresh process: open a store, get, print memory as JSON.
+    #[command(name = bench::PROBE_COMMAND, hide = true)]
+    ScaleProbe {
+        /// The store directory.
+        #[arg(long)]
+        dir: PathBuf,
+        /// The workload, as JSON.
+        #[arg(long)]
+        workload: String,
+        /// `Options::metadata_budget`.
+        #[arg(long)]
+        metadata_budget: Option<usize>,
+    },
     /// Size a Bloom filter: bits, memory, probes for N items at a target FP rate.
     Sizing {
         /// Items the filter will hold.
@@ -262,6 +275,18 @@ fn run(command: Command) -> CmdResult {
                 return Err(Failure::Usage(e.to_string()));
             }
             bench::run(&args)?;
+            ExitCode::SUCCESS
+        }
+        Command::ScaleProbe {
+            dir,
+            workload,
+            metadata_budget,
+        } => {
+            let w: bench::Workload = serde_json::from_str(&workload)
+                .map_err(|e| Failure::Usage(format!("--workload: {e}")))?;
+            let fresh = bench::probe_fresh(&dir, &w, metadata_budget)?;
+            let json = serde_json::to_string(&fresh).map_err(|e| Failure::Error(e.to_string()))?;
+            writeln!(out, "{json}")?;
             ExitCode::SUCCESS
         }
         Command::Sizing { items, fp_rate } => sizing_cmd(&mut out, items, fp_rate)?,

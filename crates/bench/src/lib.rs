@@ -45,7 +45,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use chart::{render_leveled_svg, render_range_svg, render_savings_svg, render_sweep_svg};
 pub use leveled::{
@@ -66,8 +66,8 @@ pub use run::{
     MAX_COUNT, MAX_VALUE_SIZE,
 };
 pub use scale::{
-    drop_dir_from_page_cache, print_scale, run_scale, run_scale_with, scale_options, GetFigures,
-    ScaleRow, COLD_GETS, LOAD_BATCH, RSS_HEADROOM,
+    drop_dir_from_page_cache, print_scale, probe_fresh, run_scale, run_scale_with, scale_options,
+    FreshProcess, GetFigures, ScaleRow, COLD_GETS, LOAD_BATCH, PROBE_COMMAND, RSS_HEADROOM,
 };
 pub use store::{levels_of, BloomkvStore, FilterSetting};
 
@@ -184,7 +184,7 @@ pub trait BenchStore: Sync {
 }
 
 /// The workload's parameters.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workload {
     /// Keys loaded.
     pub keys: u64,

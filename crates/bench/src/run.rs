@@ -66,11 +66,12 @@ pub struct BenchArgs {
     /// a tree built by the store's own compaction, measured under each
     /// `--allocation` (`bloomkv bench`: levels sized from the bottom up, ×10 apart,
     /// 64 KiB tables, per level; bloomkv-peers: every store with 2 MiB memtables and
-    /// 1 MiB tables); `scale` (`bloomkv bench` only): the store's default sizes,
-    /// loaded in random order with compaction on, then load, amplification, warm and
-    /// cold opens, the first gets after a cold open, warm gets and memory, with and
-    /// without a metadata budget (a quarter of the metadata, or
-    /// `--metadata-budget-bytes`).
+    /// 1 MiB tables); `scale`: the store's default sizes, loaded in random order with
+    /// compaction on (`bloomkv bench`: then load, amplification, warm and cold opens,
+    /// the first gets after a cold open, warm gets and memory, with and without a
+    /// metadata budget — a quarter of the metadata, or `--metadata-budget-bytes`;
+    /// bloomkv-peers: each store at its defaults, the timed fill, then absent and
+    /// present gets).
     #[arg(long, default_value = "flat")]
     pub shape: String,
     /// Filter allocations for the leveled shape: any of uniform, monkey,
@@ -431,7 +432,9 @@ pub fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let mut scale = Vec::new();
     let (mut prefix_rows, mut version_times) = (Vec::new(), None);
     if args.shape == "scale" {
-        scale = run_scale(&w, args.metadata_budget_bytes, &work, &bar)?;
+        // This is the `bloomkv` executable: it runs the fresh processes too.
+        let exe = std::env::current_exe().ok();
+        scale = run_scale(&w, args.metadata_budget_bytes, exe.as_deref(), &work, &bar)?;
         bar.0.finish_and_clear();
         write!(out, "{}", print_scale(&scale))?;
     } else if args.shape == "leveled" {

@@ -23,14 +23,18 @@
 //! partitions the budgeted store reads (`DbStats::data_block_reads` includes them);
 //! the OS's read syscalls per get count everything, table opens included.
 //!
-//! Resident memory is the process's (`VmRSS`), right after the warm open and after the
-//! gets: the key lists of the lookups and whatever the allocator kept from the load
-//! (and, for the second store, from the first) are in it, so it is an upper bound on
-//! what the store holds. The bound it is held against is the one a user can
-//! plan with: metadata (the budget, or what the tables hold), block cache, memtables,
-//! and 64 MiB.
+//! Resident memory is measured twice. In the benchmark's own process (`VmRSS`, right
+//! after the warm open and after the gets) it holds whatever the allocator kept from
+//! the load (and, for the second store, from the first), so it is an upper bound.
+//! Then a fresh process — the `bloomkv` executable again, as `bloomkv scale-probe` —
+//! opens the store, makes the same absent and present gets and reports its `VmRSS`
+//! after the open and after the gets, and its peak (`VmHWM`): what a process that
+//! embeds the store holds, the lookup key lists (a few MiB) included. Both are held
+//! against the bound a user can plan with: metadata (the budget, or what the tables
+//! hold), block cache, memtables, and 64 MiB.
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Instant;
 
 use bloomkv_kv::fs::{FileSystem, OsFileSystem};
@@ -38,7 +42,7 @@ use bloomkv_kv::{Db, DbStats, Options, WriteBatch};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     fill_value, in_shares, key, lookup_keys, BenchError, NoProgress, OsIo, OsReads, Phase,
@@ -56,7 +60,7 @@ pub const COLD_GETS: usize = 10_000;
 pub const RSS_HEADROOM: u64 = 64 << 20;
 
 /// One batch of gets.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GetFigures {
     /// Gets made.
     pub gets: u64,
@@ -124,9 +128,97 @@ pub struct ScaleRow {
     pub rss_at_open: Option<u64>,
     /// The process's resident memory after the warm gets, where the OS says.
     pub rss_bytes: Option<u64>,
+    /// A fresh process's warm open and gets, where one could be run (see the module
+    /// docs).
+    pub fresh: Option<FreshProcess>,
     /// Metadata (the budget, or `metadata_bytes_all_open` without one) + block cache +
     /// memtables (the active one and every immutable one allowed) + 64 MiB.
     pub memory_bound_bytes: u64,
+}
+
+/// What a fresh process that opens the store and gets holds in memory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FreshProcess {
+    /// Resident memory right after `Db::open`.
+    pub rss_at_open: u64,
+    /// Resident memory after the absent and present gets.
+    pub rss_after_gets: u64,
+    /// The most the process was ever resident (`VmHWM`).
+    pub peak_rss: u64,
+    /// Index and filter held after the gets (`DbStats::metadata_bytes`).
+    pub metadata_bytes: u64,
+    /// Milliseconds `Db::open` took.
+    pub open_ms: f64,
+    /// The absent gets.
+    pub absent: GetFigures,
+    /// The present gets.
+    pub present: GetFigures,
+}
+
+/// The hidden subcommand a fresh process runs: `bloomkv scale-probe`.
+pub const PROBE_COMMAND: &str = "scale-probe";
+
+/// The fresh process's work: opens the store at `dir` with the scale shape's options,
+/// makes the workload's absent and present gets, and reports its memory.
+pub fn probe_fresh(
+    dir: &Path,
+    w: &Workload,
+    metadata_budget: Option<usize>,
+) -> Result<FreshProcess, BenchError> {
+    let status = |field: &str| {
+        proc_status_bytes(field).ok_or_else(|| format!("no {field} in /proc/self/status"))
+    };
+    let present_keys = lookup_keys(w, Phase::Present);
+    let absent_keys = lookup_keys(w, Phase::Absent);
+    let (db, open_ms) = timed_open(dir, &scale_options(w, metadata_budget))?;
+    let rss_at_open = status("VmRSS")?;
+    let absent = measure_gets(&db, &absent_keys, w.threads, false)?;
+    let present = measure_gets(&db, &present_keys, w.threads, true)?;
+    let fresh = FreshProcess {
+        rss_at_open,
+        rss_after_gets: status("VmRSS")?,
+        peak_rss: status("VmHWM")?,
+        metadata_bytes: db.stats().metadata_bytes,
+        open_ms,
+        absent,
+        present,
+    };
+    db.close()?;
+    Ok(fresh)
+}
+
+/// Runs [`probe_fresh`] in a new process of `exe` (the `bloomkv` executable) and reads
+/// what it printed.
+fn in_fresh_process(
+    exe: &Path,
+    dir: &Path,
+    w: &Workload,
+    metadata_budget: Option<usize>,
+) -> Result<FreshProcess, BenchError> {
+    let mut command = Command::new(exe);
+    command
+        .arg(PROBE_COMMAND)
+        .arg("--dir")
+        .arg(dir)
+        .arg("--workload")
+        .arg(serde_json::to_string(w).map_err(|e| e.to_string())?);
+    if let Some(b) = metadata_budget {
+        command.arg("--metadata-budget").arg(b.to_string());
+    }
+    let out = command
+        .output()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {PROBE_COMMAND} failed ({}): {}",
+            exe.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{PROBE_COMMAND} printed no figures: {e}").into())
 }
 
 /// The options of the scale shape's stores: the defaults, with the workload's block
@@ -143,33 +235,43 @@ pub fn scale_options(w: &Workload, metadata_budget: Option<usize>) -> Options {
 
 /// Builds and measures the default store, then the budgeted one (`budget`, or a
 /// quarter of the default store's metadata with every table open).
+///
+/// `fresh`, the `bloomkv` executable, runs each store's fresh process (see the module
+/// docs); without it, or if it fails (said on stderr), rows have no `fresh` figures.
 pub fn run_scale(
     w: &Workload,
     budget: Option<usize>,
+    fresh: Option<&Path>,
     work: &WorkDir,
     progress: &dyn Progress,
 ) -> Result<Vec<ScaleRow>, BenchError> {
-    run_scale_with(w, budget, work, progress, |o| o)
+    run_scale_with(w, budget, fresh, work, progress, |o| o)
 }
 
 /// [`run_scale`] with the options adjusted by `tune` (tests shrink the memtable and
-/// tables, so that a small load makes many tables).
+/// tables, so that a small load makes many tables; the fresh process opens with the
+/// shape's own options).
 pub fn run_scale_with(
     w: &Workload,
     budget: Option<usize>,
+    fresh: Option<&Path>,
     work: &WorkDir,
     progress: &dyn Progress,
     tune: impl Fn(Options) -> Options,
 ) -> Result<Vec<ScaleRow>, BenchError> {
-    let default = run_one(w, "default", tune(scale_options(w, None)), work, progress)?;
+    let run = |label: &str, budget: Option<usize>| {
+        run_one(
+            w,
+            label,
+            tune(scale_options(w, budget)),
+            fresh,
+            work,
+            progress,
+        )
+    };
+    let default = run("default", None)?;
     let budget = budget.unwrap_or((default.metadata_bytes_all_open / 4).max(1) as usize);
-    let budgeted = run_one(
-        w,
-        "budget",
-        tune(scale_options(w, Some(budget))),
-        work,
-        progress,
-    )?;
+    let budgeted = run("budget", Some(budget))?;
     Ok(vec![default, budgeted])
 }
 
@@ -177,6 +279,7 @@ fn run_one(
     w: &Workload,
     label: &str,
     options: Options,
+    fresh_exe: Option<&Path>,
     work: &WorkDir,
     progress: &dyn Progress,
 ) -> Result<ScaleRow, BenchError> {
@@ -230,6 +333,18 @@ fn run_one(
     let metadata_bytes_all_open = db.stats().metadata_bytes;
     db.close()?;
 
+    // The same open and gets in a process that did nothing else.
+    let fresh =
+        fresh_exe.and_then(
+            |exe| match in_fresh_process(exe, &dir, w, options.metadata_budget) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("scale {label}: no fresh-process figures: {e}");
+                    None
+                }
+            },
+        );
+
     // Then an open with the store's files out of the page cache, and its first gets.
     drop_dir_from_page_cache(&dir);
     let (db, open_cold_ms) = timed_open(&dir, &options)?;
@@ -267,6 +382,7 @@ fn run_one(
         metadata_bytes_all_open,
         rss_at_open,
         rss_bytes,
+        fresh,
         memory_bound_bytes: metadata + options.block_cache_size as u64 + memtables + RSS_HEADROOM,
     })
 }
@@ -345,8 +461,15 @@ fn measure_gets(
 
 /// The process's resident memory (`VmRSS` of `/proc/self/status`), where the OS says.
 pub fn rss_bytes() -> Option<u64> {
+    proc_status_bytes("VmRSS")
+}
+
+/// A memory field of `/proc/self/status` (`VmRSS`, `VmHWM`, …), in bytes.
+fn proc_status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?;
     let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib * 1024)
 }
@@ -410,6 +533,20 @@ pub fn print_scale(rows: &[ScaleRow]) -> String {
             mib_of(r.rss_bytes),
             mib(r.memory_bound_bytes)
         ));
+        if let Some(f) = &r.fresh {
+            out.push_str(&format!(
+                "  a fresh process: open {:.1} ms; RSS {:.0} MiB at open, {:.0} MiB after the \
+                 gets, peak {:.0} MiB (bound {:.0} MiB); {:.0} ns per absent get, {:.0} per \
+                 present\n",
+                f.open_ms,
+                mib(f.rss_at_open),
+                mib(f.rss_after_gets),
+                mib(f.peak_rss),
+                mib(r.memory_bound_bytes),
+                f.absent.ns_per_get,
+                f.present.ns_per_get
+            ));
+        }
     }
     if let [default, budget] = rows {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
@@ -431,7 +568,9 @@ mod tests {
     fn rss_is_read_where_the_os_says() {
         if std::path::Path::new("/proc/self/status").exists() {
             let rss = rss_bytes().expect("VmRSS in /proc/self/status");
-            assert!(rss > 0);
+            let peak = proc_status_bytes("VmHWM").expect("VmHWM in /proc/self/status");
+            assert!(rss > 0 && peak >= rss, "VmRSS {rss}, VmHWM {peak}");
+            assert_eq!(proc_status_bytes("VmNoSuchField"), None);
         }
     }
 }

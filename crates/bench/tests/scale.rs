@@ -24,7 +24,7 @@ fn the_scale_shape_builds_both_stores_and_its_figures_hold_together() {
         ..Workload::default()
     };
     let work = WorkDir::new(None).unwrap();
-    let rows = run_scale_with(&w, None, &work, &NoProgress, small).unwrap();
+    let rows = run_scale_with(&w, None, None, &work, &NoProgress, small).unwrap();
     let [default, budget] = &rows[..] else {
         panic!("{} rows, not two", rows.len());
     };

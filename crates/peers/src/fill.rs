@@ -142,8 +142,8 @@ pub fn fill(store: &mut AutoStore, w: &Workload) -> Result<FillResult, BenchErro
     })
 }
 
-/// The leveled shape on `store`: fill and settle (timed), then the absent and
-/// present phases. Every present key must be found and no absent one.
+/// The leveled and scale shapes on `store`: fill and settle (timed), then the absent
+/// and present phases. Every present key must be found and no absent one.
 pub fn run_leveled(
     store: &mut AutoStore,
     w: &Workload,

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p bloomkv-peers [-- --runs 15 --json PATH]
 //! cargo run --release -p bloomkv-peers -- --shape leveled    # the leveled shape
+//! cargo run --release -p bloomkv-peers -- --shape scale --keys 10000000 --runs 1  # defaults
 //! cargo run --release -p bloomkv-peers --features rocksdb     # adds RocksDB rows
 //! cargo run --release -p bloomkv-peers -- --fill-only          # the timed fill alone
 //! cargo run --release -p bloomkv-peers -- --no-fill --lz4-rows  # adds LZ4 twins
@@ -138,14 +139,7 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
         "is bloomkv bench's: bloomkv-peers gives every row its own cache (each store's \
          default, and rows at 8, 32 and 512 MiB)",
     )?;
-    if cli.bench.shape == "scale" {
-        return Err(
-            "--shape scale is bloomkv bench's alone: bloomkv-peers runs the flat and \
-             leveled shapes (and --fill-only at any --keys, for load times)"
-                .into(),
-        );
-    }
-    if cli.bench.shape == "leveled" {
+    if cli.bench.shape != "flat" {
         refuse(
             &[
                 "lz4_rows",
@@ -155,9 +149,10 @@ fn ignored_flags(cli: &Cli, m: &ArgMatches) -> Result<(), BenchError> {
                 "block_align",
                 "multi_get",
             ],
-            "is the flat shape's: the leveled shape builds its own tables",
+            "is the flat shape's: the leveled and scale shapes build their own tables",
         )?;
-    } else {
+    }
+    if cli.bench.shape != "leveled" {
         refuse(&["allocation"], "is the leveled shape's")?;
     }
     if cli.fill_only {
@@ -207,6 +202,8 @@ enum Job {
     Fill(AutoMaker),
     /// The leveled shape: fill with small level budgets, settle, both phases.
     Leveled(AutoMaker),
+    /// The scale shape: fill at the store's defaults, settle, both phases.
+    Scale(AutoMaker),
 }
 
 impl Job {
@@ -497,6 +494,28 @@ fn units(
     counted: bool,
 ) -> Result<Vec<Unit>, BenchError> {
     let mut list = Vec::new();
+    if args.shape == "scale" {
+        // The fill's stores, each at its defaults, with the gets after the fill.
+        let uniform = AllocationRun {
+            allocation: Allocation::Uniform,
+            bits_per_key: None,
+            ribbon: false,
+        };
+        let scale = [
+            auto_bloomkv("bloomkv", uniform, false),
+            auto_fjall(REFERENCE, FjallFilter::Default, false),
+        ]
+        .into_iter();
+        #[cfg(feature = "rocksdb")]
+        let scale = scale.chain([auto_rocksdb("rocksdb", false, counted)]);
+        for mut unit in scale {
+            if let Job::Fill(make) = unit.job {
+                unit.job = Job::Scale(make);
+            }
+            list.push(unit);
+        }
+        return Ok(list);
+    }
     if args.shape == "leveled" {
         for a in Allocation::parse_list(&args.allocation)? {
             list.push(auto_bloomkv(&format!("bloomkv {}", a.label()), a, true));
@@ -689,6 +708,11 @@ fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload, mode: Mode) -> Result<Out
             let (filled, rows) = fill::run_leveled(&mut store, w)?;
             Output::Leveled(filled, rows)
         }
+        Job::Scale(make) => {
+            let mut store = make(dir.clone(), w, Layout::Defaults)?;
+            let (filled, rows) = fill::run_leveled(&mut store, w)?;
+            Output::Leveled(filled, rows)
+        }
     };
     // The store is closed by now; its files go, so no run reads another's pages.
     let _ = std::fs::remove_dir_all(&dir);
@@ -724,7 +748,8 @@ fn run(cli: &Cli) -> Result<(), BenchError> {
     let environment = Environment::here(&args.dir.clone().unwrap_or_else(std::env::temp_dir));
     if cli.fill_only && args.shape != "flat" {
         return Err(
-            "--fill-only is the flat shape's (the leveled shape times its own fills)".into(),
+            "--fill-only is the flat shape's (the leveled and scale shapes time their own fills)"
+                .into(),
         );
     }
     let parts = if cli.fill_only {

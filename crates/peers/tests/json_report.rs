@@ -260,3 +260,47 @@ fn lz4_rows_are_added_and_partial_compression_is_refused() {
         assert!(err.contains("lz4"), "{refused:?}: {err}");
     }
 }
+
+/// `--shape scale`: each store at its defaults is filled (timed, settled), then
+/// answers the absent and present gets; the report has a fill and both rows per store,
+/// and flags of other shapes are refused.
+#[test]
+fn the_scale_shape_fills_every_store_at_its_defaults_then_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--shape", "scale", "--keys", "3000", "--lookups", "200"];
+    let report = run_with_json(dir.path(), &[&args[..], &["--runs", "1"]].concat());
+    assert_eq!(report["shape"], "scale");
+    let rows = report["rows"].as_array().unwrap();
+    for store in ["bloomkv", "fjall"] {
+        for phase in ["absent", "present"] {
+            let row = rows
+                .iter()
+                .find(|r| r["filter"] == store && r["phase"] == phase)
+                .unwrap_or_else(|| panic!("no row {store} {phase}"));
+            assert_eq!(row["found"], if phase == "present" { 200 } else { 0 });
+        }
+        let fill = report["fill"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["store"] == store)
+            .unwrap_or_else(|| panic!("no fill of {store}"));
+        assert_eq!(fill["runs"], 1, "{fill}");
+    }
+    for (refused, names) in [
+        (&["--tables", "3"][..], "--tables"),
+        (&["--allocation", "uniform"], "--allocation"),
+        (&["--fill-only"], "--fill-only"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+            .args(args)
+            .args(refused)
+            .arg("--dir")
+            .arg(dir.path().join("refused"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{refused:?} ran");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(names), "{refused:?}: {err}");
+    }
+}
