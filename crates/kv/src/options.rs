@@ -352,7 +352,7 @@ pub struct Options {
     /// `DbStats::metadata_bytes` counts). `Some(bytes)`: new tables are written with
     /// their index and filter cut into partitions (table format version 8, about
     /// `bytes / 16` each, 64 B to 4 KiB); each open table keeps only a small top level
-    /// and a coarse filter of 5 bits per key in memory, and the partitions a lookup
+    /// and a coarse (Ribbon) filter of 5 bits per key in memory, and the partitions a lookup
     /// needs come and go through a cache holding at most `bytes`, the top levels
     /// counted in it (filter partitions kept before index partitions). A partition that
     /// cannot be read is read around, never answered "absent" (counted in

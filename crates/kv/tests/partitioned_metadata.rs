@@ -251,3 +251,79 @@ fn without_a_budget_tables_keep_their_whole_index_and_filter() {
     assert_eq!(stats.metadata_cache_bytes, 0);
     assert!(stats.metadata_bytes > 0);
 }
+
+/// Partitioned tables of an earlier build keep a cache-local Bloom coarse filter; new
+/// ones keep a Ribbon. A store of the first (the fixture: 2,000 keys `key…` with even
+/// numbers, written by `bloomkv bench --shape scale --keys 2000 --value-size 10` before
+/// the change) opens, answers every get as its scan does, and its coarse filter turns
+/// absent probes away, beside a new table whose coarse filter is a Ribbon.
+#[test]
+fn a_partitioned_table_with_a_bloom_coarse_filter_reads_beside_a_ribbon_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store_v8_bloom_coarse");
+    for entry in std::fs::read_dir(fixture).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let opts = Options {
+        metadata_budget: Some(64 << 10),
+        disable_auto_compaction: true,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    let name = |n: u64| format!("key{n:016}").into_bytes();
+    let old: Vec<(Vec<u8>, Vec<u8>)> = collect(db.scan::<&[u8], _>(..));
+    let want: Vec<Vec<u8>> = (0..2000).map(|i| name(2 * i)).collect();
+    assert_eq!(old.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(), want);
+    // New keys in between the old ones, flushed into a table of their own.
+    for i in 0..2000u64 {
+        db.put(name(4000 + 2 * i), b"new").unwrap();
+    }
+    db.flush().unwrap();
+    let layouts: Vec<(u32, u64, &str)> = db
+        .table_infos()
+        .iter()
+        .map(|t| {
+            let layout = t.filter.as_ref().map_or("none", |f| f.layout);
+            (t.format_version, t.partitions, layout)
+        })
+        .collect();
+    assert_eq!(layouts.len(), 2, "{layouts:?}");
+    assert!(
+        layouts.iter().all(|&(v, p, _)| v == 8 && p > 0),
+        "{layouts:?}"
+    );
+    let mut kinds: Vec<&str> = layouts.iter().map(|&(_, _, l)| l).collect();
+    kinds.sort_unstable();
+    assert_eq!(kinds, ["cache-local", "ribbon"], "{layouts:?}");
+
+    for (k, v) in &old {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    for i in 0..2000u64 {
+        assert_eq!(
+            db.get(&name(4000 + 2 * i)).unwrap().as_deref(),
+            Some(&b"new"[..])
+        );
+    }
+    // Absent keys: the odd ones 1..=3997 probe the old table alone, 4001..=7997 the
+    // new one alone (3999 and 7999 fall between or after the tables' ranges). The
+    // coarse filters turn most away: a 5-bit cache-local Bloom lets about 10%
+    // through, the Ribbon about 3%, so about 260 ± 16 (one binomial standard
+    // deviation) of the 3,998 probes pass; a quarter passing is far outside that,
+    // and so is a coarse filter that answers nothing.
+    let before = db.stats().coarse_filter_negatives;
+    for i in 0..4000u64 {
+        assert_eq!(db.get(&name(2 * i + 1)).unwrap(), None);
+    }
+    let probes = 2 * 1999;
+    let turned_away = db.stats().coarse_filter_negatives - before;
+    assert!(
+        turned_away as f64 > 0.75 * probes as f64 && turned_away <= probes,
+        "{turned_away} of {probes} probes turned away"
+    );
+    db.close().unwrap();
+    let report = verify(dir.path()).unwrap();
+    assert!(report.problems.is_empty(), "{report}");
+}

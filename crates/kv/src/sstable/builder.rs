@@ -282,8 +282,7 @@ impl TableBuilder {
                 first_block: 0,
                 blocks: 0,
                 coarse: options.filter_policy.as_ref().and_then(|_| {
-                    let coarse =
-                        bloomkv_filter::BloomPolicy::cache_local(COARSE_BITS_PER_KEY).ok()?;
+                    let coarse = bloomkv_filter::RibbonPolicy::new(COARSE_BITS_PER_KEY).ok()?;
                     Some(coarse.new_builder())
                 }),
                 done: Vec::new(),

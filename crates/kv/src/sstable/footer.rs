@@ -58,7 +58,7 @@ pub(crate) const MAGIC: [u8; 8] = *b"bloomkvT";
 /// * 8: as 7, and index and filter are partitioned (`partition.rs`): the footer's
 ///   index handle names the *top level* (one entry per partition: its last separator,
 ///   first data block and the handles of its index and filter partitions), its filter
-///   handle a coarse Bloom filter over every key; the partitions lie between the data
+///   handle a coarse filter over every key (Ribbon; cache-local Bloom in older tables); the partitions lie between the data
 ///   blocks and the coarse filter. The properties end with the number of partitions,
 ///   after the range tombstone handle, which may be zero here. Written only by a
 ///   builder told to partition (`TableOptions::metadata_partition`, set by a store
