@@ -303,7 +303,7 @@ fn a_partitioned_table_with_a_bloom_coarse_filter_reads_beside_a_ribbon_one() {
     }
     for i in 0..2000u64 {
         assert_eq!(
-            db.get(&name(4000 + 2 * i)).unwrap().as_deref(),
+            db.get(name(4000 + 2 * i)).unwrap().as_deref(),
             Some(&b"new"[..])
         );
     }
@@ -315,7 +315,7 @@ fn a_partitioned_table_with_a_bloom_coarse_filter_reads_beside_a_ribbon_one() {
     // and so is a coarse filter that answers nothing.
     let before = db.stats().coarse_filter_negatives;
     for i in 0..4000u64 {
-        assert_eq!(db.get(&name(2 * i + 1)).unwrap(), None);
+        assert_eq!(db.get(name(2 * i + 1)).unwrap(), None);
     }
     let probes = 2 * 1999;
     let turned_away = db.stats().coarse_filter_negatives - before;
