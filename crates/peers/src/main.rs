@@ -703,13 +703,12 @@ fn run_unit(unit: &Unit, work: &WorkDir, w: &Workload, mode: Mode) -> Result<Out
             let mut store = make(dir.clone(), w, Layout::Defaults)?;
             Output::Fill(fill::fill(&mut store, w)?)
         }
-        Job::Leveled(make) => {
-            let mut store = make(dir.clone(), w, Layout::SmallLevels)?;
-            let (filled, rows) = fill::run_leveled(&mut store, w)?;
-            Output::Leveled(filled, rows)
-        }
-        Job::Scale(make) => {
-            let mut store = make(dir.clone(), w, Layout::Defaults)?;
+        Job::Leveled(make) | Job::Scale(make) => {
+            let layout = match unit.job {
+                Job::Scale(_) => Layout::Defaults,
+                _ => Layout::SmallLevels,
+            };
+            let mut store = make(dir.clone(), w, layout)?;
             let (filled, rows) = fill::run_leveled(&mut store, w)?;
             Output::Leveled(filled, rows)
         }

@@ -26,6 +26,21 @@ fn run_with_json(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
 }
 
+/// Runs `bloomkv-peers` with `args` and the `refused` flags, and checks that it fails
+/// saying `names`.
+fn assert_refused(dir: &std::path::Path, args: &[&str], refused: &[&str], names: &str) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
+        .args(args)
+        .args(refused)
+        .arg("--dir")
+        .arg(dir.join("refused"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{refused:?} ran");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(names), "{refused:?}: {err}");
+}
+
 #[test]
 fn json_report_has_runs_environment_spreads_and_fills() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,16 +196,7 @@ fn multi_get_twins_and_ignored_flags() {
         (&["--fill-only"], "--filters is about lookups"),
         (&["--multi-get", "1"], "--multi-get"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
-            .args(&tiny)
-            .args(refused)
-            .arg("--dir")
-            .arg(dir.path().join("refused"))
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{refused:?} ran");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(names), "{refused:?}: {err}");
+        assert_refused(dir.path(), &tiny, refused, names);
     }
 }
 
@@ -292,15 +298,6 @@ fn the_scale_shape_fills_every_store_at_its_defaults_then_gets() {
         (&["--allocation", "uniform"], "--allocation"),
         (&["--fill-only"], "--fill-only"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_bloomkv-peers"))
-            .args(args)
-            .args(refused)
-            .arg("--dir")
-            .arg(dir.path().join("refused"))
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{refused:?} ran");
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(names), "{refused:?}: {err}");
+        assert_refused(dir.path(), &args, refused, names);
     }
 }
